@@ -1,0 +1,46 @@
+"""The per-call trace record: the seam between the gateway and the rollout.
+
+The gateway appends one :class:`CallTrace` per completed chat call of a session, in
+call order; the rollout reads them with ``Gateway.traces(session_id)`` and merges them
+into slime Samples (``agentcore_slime.traces``). Nothing else crosses that seam.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FinishReason = Literal["stop", "length", "abort"]
+TokenMode = Literal["bridged", "rendered"]
+
+
+@dataclass(frozen=True)
+class CallTrace:
+    """One chat call as the engine saw it.
+
+    :param prompt_token_ids: the exact ids sent to the engine's ``/generate``.
+    :param completion_token_ids: the ids the engine sampled, stop token included
+        when one was sampled (as SGLang reports ``output_ids``).
+    :param logprobs: one logprob per completion id, aligned with them.
+    :param finish_reason: the engine's finish type: ``stop``, ``length`` or ``abort``.
+    :param messages: the request messages, as the agent sent them (for debugging).
+    :param response_message: the parsed assistant message the gateway returned.
+    :param token_mode: ``bridged`` when the prompt was built by extending the
+        previous call's prompt + completion (cumulative mode), ``rendered`` when the
+        conversation was rendered in full.
+    """
+
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    response_message: dict[str, Any] = field(default_factory=dict)
+    token_mode: TokenMode = "rendered"
+
+    def __post_init__(self) -> None:
+        if len(self.logprobs) != len(self.completion_token_ids):
+            raise ValueError(
+                f"trace has {len(self.logprobs)} logprobs for "
+                f"{len(self.completion_token_ids)} completion tokens"
+            )

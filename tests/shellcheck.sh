@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Summary: shellcheck every shell file the project ships, and every golden render
+#
+# Usage: tests/shellcheck.sh
+set -euo pipefail
+[[ -n ${TOOLKIT_DEBUG:-} ]] && set -x
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+shell_files() {
+  local f
+  for f in bin/* install_slime.sh tests/run tests/shellcheck.sh .ci/run \
+    templates/lib/*.sh tests/*.bash tests/bats/*.bash tests/bats/*.bats \
+    tests/fixtures/golden/*.sh; do
+    [[ -f $f ]] || continue
+    case "$f" in
+      *.py) continue ;;
+    esac
+    # only files that are bash (bin/ may one day hold a python entry point)
+    if [[ $f == *.sh || $f == *.bash || $f == *.bats ]] || head -n 1 "$f" | grep -q 'bash'; then
+      printf '%s\n' "$f"
+    fi
+  done
+}
+
+mapfile -t files < <(shell_files)
+echo "tests/shellcheck.sh: checking ${#files[@]} files" >&2
+LC_ALL=C.UTF-8 shellcheck -x "${files[@]}"
