@@ -1,0 +1,188 @@
+"""Command line of ``bin/train``: parse, validate, render into the run directory, exec the script.
+
+Modes: default (render into runs/<EXP_ID>/ and exec train.sh, which tees its output to
+train.log), ``--render-only`` (render and print how to run it) and ``--dry-run`` (render into
+a temporary directory, print the script path and the slime command line, run nothing).
+Progress goes to stderr as ``bin/train: ...``; stdout carries only paths and commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NoReturn
+
+from .envfile import read_env_file
+from .errors import ConfigError
+from .render import RUNTIME_WORDS, VARIANTS, Rendered, RunPaths, render, shell_quote
+from .validate import Config, missing_paths, parse_overrides, resolve
+
+PROG = "bin/train"
+#: file in the run directory recording the checksum of every file we rendered
+CHECKSUMS = ".rendered.json"
+#: external commands the rendered script needs in a real run
+REQUIRED_TOOLS = ("bash", "ray", "pkill", "pgrep", "tee")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with our error format: ``bin/train: <what> (<how>)`` and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message, f"see {PROG} --help")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog=PROG, add_help=False)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true")
+    mode.add_argument("--render-only", action="store_true")
+    parser.add_argument("--variant", default="sync")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("env_file")
+    return parser
+
+
+def say(message: str) -> None:
+    """One progress line on stderr.
+
+    :param message: the text after the ``bin/train:`` prefix.
+    """
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split at the first ``--``: bin/train's own arguments, then slime flags (verbatim).
+
+    :param argv: the arguments after the program name.
+    """
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1 :]
+    return argv, []
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run bin/train; return its exit status (or exec the rendered script).
+
+    :param argv: arguments (default: ``sys.argv[1:]``).
+    """
+    args_list = sys.argv[1:] if argv is None else argv
+    try:
+        return _run(args_list)
+    except ConfigError as exc:
+        say(str(exc))
+        return 2
+
+
+def _run(argv: list[str]) -> int:
+    own, slime_flags = split_argv(argv)
+    args = _parser().parse_args(own)
+    if args.variant not in VARIANTS:
+        raise ConfigError(f"unknown --variant {args.variant!r}", f"use one of: {', '.join(VARIANTS)}")
+    repo = Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
+    runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
+    env_file = Path(args.env_file)
+    config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
+    real_run = not (args.dry_run or args.render_only)
+    _check_paths(config, real_run)
+    if real_run:
+        _check_tools()
+    if args.dry_run:
+        run_dir = Path(tempfile.mkdtemp(prefix=f"toolkit-{config['EXP_ID']}-"))
+    else:
+        run_dir = runs_dir / str(config["EXP_ID"])
+    command = shlex.join([PROG, *argv])
+    paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
+    rendered = render(config, paths, args.variant, slime_flags, repo / "templates")
+    write_run_dir(run_dir, rendered)
+    script = run_dir / "train.sh"
+    if args.dry_run:
+        print(script)
+        print(_command_line(rendered))
+        return 0
+    if args.render_only:
+        say(f"rendered {run_dir}; run it with:")
+        print(shlex.join(["bash", str(script)]))
+        return 0
+    say(f"running {script} (log: {run_dir / 'train.log'})")
+    sys.stdout.flush()
+    _restore_caller_pythonpath()
+    os.execvp("bash", ["bash", str(script)])
+    return 1  # not reached
+
+
+def _restore_caller_pythonpath() -> None:
+    """Give the rendered script the PYTHONPATH the user had (bin/train prepended python/)."""
+    saved = os.environ.pop("TOOLKIT_SAVED_PYTHONPATH", None)
+    os.environ.pop("TOOLKIT_REPO", None)
+    if saved == "unset":
+        os.environ.pop("PYTHONPATH", None)
+    elif saved is not None and saved.startswith("set:"):
+        os.environ["PYTHONPATH"] = saved.removeprefix("set:")
+
+
+def _check_paths(config: Config, real_run: bool) -> None:
+    problems = missing_paths(config)
+    if problems and real_run:
+        raise ConfigError(
+            problems[0] + (f"; and {len(problems) - 1} more" if len(problems) > 1 else ""),
+            "fix the path in the env file, or use --render-only to render on a machine without them",
+        )
+    for problem in problems:
+        say(f"warning: {problem}")
+
+
+def _check_tools() -> None:
+    for tool in REQUIRED_TOOLS:
+        if shutil.which(tool) is None:
+            say(f"{tool} not found on PATH (activate the environment that has slime and Ray)")
+            raise SystemExit(127)
+
+
+def _command_line(rendered: Rendered) -> str:
+    words = [w if w in RUNTIME_WORDS else shell_quote(w) for w in rendered.slime_argv]
+    return " ".join(words)
+
+
+def _digest(text: str | bytes) -> str:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_run_dir(run_dir: Path, rendered: Rendered) -> None:
+    """Write the rendered files, keeping any file the user edited since we rendered it.
+
+    A file whose content differs from what we last wrote (or that we never wrote) is moved
+    to ``<name>.edited-<UTC time>`` and reported; nothing the user made is lost.
+
+    :param run_dir: the run directory (created if needed).
+    :param rendered: the files to write.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record_path = run_dir / CHECKSUMS
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for name, text in rendered.files.items():
+        target = run_dir / name
+        if target.exists():
+            current = _digest(target.read_bytes())
+            if current != record.get(name) and current != _digest(text):
+                kept = target.with_name(f"{name}.edited-{stamp}")
+                target.rename(kept)
+                say(f"{target} was edited since it was rendered: kept your copy as {kept}")
+        target.write_text(text, encoding="utf-8")
+        if name.endswith(".sh"):
+            target.chmod(0o755)
+        record[name] = _digest(text)
+    record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")

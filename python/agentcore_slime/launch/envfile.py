@@ -1,0 +1,83 @@
+"""Read an env file as data with python-dotenv: no ``source``, no ``eval``.
+
+python-dotenv parses the syntax (comments, quotes, escapes, ``export``); ``${VAR}`` and
+``${VAR:-default}`` references are resolved against the keys written *earlier in the same
+file* only, never against the process environment, so a config renders the same everywhere
+and cannot pull a secret out of the shell.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from dotenv import dotenv_values
+from dotenv.parser import parse_stream
+from dotenv.variables import Variable, parse_variables
+
+from .errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One key of an env file.
+
+    :param value: the value after interpolation (``None`` when the line has no ``=``).
+    :param line: 1-based line number in the file, for error messages.
+    """
+
+    value: str | None
+    line: int
+
+
+def read_env_file(path: Path) -> dict[str, EnvEntry]:
+    """Parse ``path`` into ordered entries, refusing malformed lines and repeated keys.
+
+    :param path: the env file.
+    :raises ConfigError: the file cannot be read, a line does not parse, a key repeats, or a
+        ``${VAR}`` reference names no earlier key.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read env file {path}: {exc}", "pass a readable UTF-8 dotenv file") from exc
+    bindings = list(parse_stream(io.StringIO(text)))
+    for binding in bindings:
+        if binding.error:
+            snippet = (binding.original.string.strip().splitlines() or [""])[0]
+            raise ConfigError(
+                f"{path}:{binding.original.line}: cannot parse {snippet!r}",
+                "write KEY=VALUE, quote values that contain spaces or #",
+            )
+    raw = dotenv_values(stream=io.StringIO(text), interpolate=False)
+    entries: dict[str, EnvEntry] = {}
+    for binding in bindings:
+        line = binding.original.line
+        if binding.key is None:
+            continue  # blank line or comment
+        if binding.key in entries:
+            raise ConfigError(
+                f"{path}:{line}: {binding.key} is set twice (first on line {entries[binding.key].line})",
+                "keep one of the two lines",
+            )
+        value = raw.get(binding.key)
+        entries[binding.key] = EnvEntry(_interpolate(path, line, binding.key, value, entries), line)
+    return entries
+
+
+def _interpolate(path: Path, line: int, key: str, value: str | None, earlier: dict[str, EnvEntry]) -> str | None:
+    """Resolve ``${NAME}`` / ``${NAME:-default}`` in ``value`` against earlier keys only."""
+    if value is None:
+        return None
+    known = {name: entry.value for name, entry in earlier.items()}
+    for atom in parse_variables(value):
+        if isinstance(atom, Variable) and atom.name not in known and atom.default is None:
+            raise ConfigError(
+                f"{path}:{line}: {key} refers to ${{{atom.name}}}, which is not a key set earlier in the file",
+                "only earlier keys can be referenced; write the value out or define the key above",
+            )
+    return "".join(atom.resolve(known) for atom in parse_variables(value))

@@ -1,0 +1,299 @@
+"""Render the run directory: the bash script (train.sh), toolkit.yaml and the resolved env.
+
+The slime command line is built here as data (groups of flag lines), so the rendered
+script, ``--dry-run``'s printout and the tests all see the same flags. Every value that
+reaches the script goes through the ``q`` filter (:func:`shlex.quote`); JSON is built with
+:func:`json.dumps` (at run time, by the script, where it depends on the environment).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from .schema import KEYS, Kind, is_secret
+from .validate import Config, Value
+
+logger = logging.getLogger(__name__)
+
+ROLLOUT_FUNCTION = "agentcore_slime.rollout.generate_rollout"
+REWARD_POST_PROCESS = "agentcore_slime.rewards.normalize_episode_rewards"
+SGLANG_CUDA_GRAPH_MAX_BS = 32
+
+#: placeholders in :attr:`Rendered.slime_argv` for the flags the script computes at run time
+RUNTIME_WORDS = ("${MODEL_ARGS[@]}", "${WANDB_ARGS[@]}", "${TRAIN_ENV_ARGS[@]}")
+
+#: template of each variant's script
+VARIANTS = {"sync": "train.sh.j2"}
+
+#: toolkit.yaml keys, in order, and the env-file key each comes from
+TOOLKIT_YAML_KEYS = (
+    ("agent_runtime_arn", "AGENT_RUNTIME_ARN"),
+    ("agent_url", "AGENT_URL"),
+    ("s3_bucket", "S3_BUCKET"),
+    ("exp_id", "EXP_ID"),
+    ("gateway_port", "GATEWAY_PORT"),
+    ("acr_timeout", "ACR_TIMEOUT"),
+    ("model_id", "MODEL_ID"),
+    ("acr_tps_limit", "ACR_TPS_LIMIT"),
+    ("max_concurrent", "MAX_CONCURRENT"),
+    ("max_pool_connections", "MAX_POOL_CONNECTIONS"),
+    ("gateway_host", "GATEWAY_HOST"),
+    ("reward_postprocessing", "REWARD_POSTPROCESSING"),
+    ("cumulative_token_mode", "CUMULATIVE_TOKEN_MODE"),
+    ("renderer_family", "RENDERER_FAMILY"),
+    ("gateway_log_level", "GATEWAY_LOG_LEVEL"),
+    ("sglang_tool_call_parser", "SGLANG_TOOL_CALL_PARSER"),
+    ("sglang_reasoning_parser", "SGLANG_REASONING_PARSER"),
+)
+
+
+@dataclass
+class RunPaths:
+    """Where the run's files live and what the script needs to know about this checkout.
+
+    :param repo: the toolkit checkout (its python/ goes on the job's PYTHONPATH).
+    :param run_dir: runs/<EXP_ID>/ (or a temporary directory for --dry-run).
+    :param env_file: the env file as the user named it.
+    :param command: the bin/train command line that rendered the files (for the header).
+    """
+
+    repo: Path
+    run_dir: Path
+    env_file: str
+    command: str
+
+
+@dataclass
+class Rendered:
+    """The rendered files (name -> text) and the slime command line they run.
+
+    :param files: file name inside the run directory -> content.
+    :param slime_argv: python3 train.py and its flags; MODEL_ARGS is a placeholder word.
+    """
+
+    files: dict[str, str]
+    slime_argv: list[str] = field(default_factory=list)
+
+
+def shell_quote(value: object) -> str:
+    """Quote ``value`` as one bash word that expands to exactly its text.
+
+    :func:`shlex.quote` does the work; text with a newline, control character, ``$`` or
+    backtick is written as ANSI-C ``$'...'`` instead, so it stays on one line and ShellCheck
+    does not mistake the literal for an expansion.
+
+    :param value: any value; ``str()`` of it is quoted.
+    """
+    text = str(value)
+    if not any(ch in text for ch in "$`") and all(ch.isprintable() for ch in text):
+        return shlex.quote(text)
+    out = []
+    for ch in text:
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif ch in _ANSI_C:
+            out.append(_ANSI_C[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
+_ANSI_C = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _yaml_scalar(value: Value) -> str:
+    """One YAML scalar on one line: strings double-quoted, the rest typed."""
+    style = '"' if isinstance(value, str) else None
+    text = yaml.safe_dump(value, default_style=style, allow_unicode=True, width=2**31)
+    return text.removesuffix("\n").removesuffix("\n...")
+
+
+def _environment(templates: Path) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(templates)),
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["q"] = shell_quote
+    env.filters["yaml"] = _yaml_scalar
+    # library files are inserted as text, never parsed as Jinja (bash's ${#a[@]} is Jinja syntax)
+    env.globals["lib"] = lambda name: (templates / "lib" / name).read_text(encoding="utf-8")
+    return env
+
+
+def _num(value: Value) -> str:
+    """A number as slime's argparse expects it (floats keep their exponent form)."""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def flag_groups(config: Config, run_dir: Path) -> list[tuple[str, list[list[str]]]]:
+    """The static slime flags, grouped as in slime's own scripts; one inner list per line.
+
+    Run-time groups (MODEL_ARGS, wandb, --train-env-vars) are added by the script itself.
+
+    :param config: the resolved configuration.
+    :param run_dir: the run directory (for --custom-config-path).
+    """
+    c = config.values
+    save_dir = str(c["SAVE_DIR"])
+    ckpt = [["--hf-checkpoint", str(c["MODEL_DIR"])], ["--ref-load", str(c["MODEL_DIR"])],
+            ["--save", save_dir], ["--save-interval", _num(c["SAVE_INTERVAL"])]]
+    if c["SAVE_HF"]:
+        ckpt.append(["--save-hf", f"{save_dir}/hf/{{rollout_id}}"])
+    rollout = [
+        ["--prompt-data", str(c["DATA_PATH"])],
+        ["--input-key", "prompt"],
+        ["--num-rollout", _num(c["NUM_ROLLOUT"])],
+        ["--rollout-batch-size", _num(c["ROLLOUT_BATCH_SIZE"])],
+        ["--n-samples-per-prompt", _num(c["N_SAMPLES_PER_PROMPT"])],
+        ["--rollout-max-response-len", _num(c["ROLLOUT_MAX_RESPONSE_LEN"])],
+        ["--rollout-temperature", _num(c["ROLLOUT_TEMPERATURE"])],
+    ]
+    groups: list[tuple[str, list[list[str]]]] = [("CKPT_ARGS", ckpt), ("ROLLOUT_ARGS", rollout)]
+    if c["VAL_DATA_PATH"] is not None:
+        val = Path(str(c["VAL_DATA_PATH"]))
+        groups.append(("EVAL_ARGS", [
+            ["--eval-prompt-data", val.stem or "val", str(val)],
+            ["--eval-interval", _num(c["EVAL_INTERVAL"])],
+            ["--eval-input-key", "prompt"],
+            ["--n-samples-per-eval-prompt", _num(c["N_SAMPLES_PER_EVAL_PROMPT"])],
+            ["--eval-temperature", _num(c["EVAL_TEMPERATURE"])],
+            ["--eval-max-response-len", _num(c["EVAL_MAX_RESPONSE_LEN"])],
+        ]))
+    groups += [
+        ("PERF_ARGS", [
+            ["--tensor-model-parallel-size", _num(c["TP_SIZE"])],
+            ["--sequence-parallel"],
+            ["--use-dynamic-batch-size"],
+            ["--max-tokens-per-gpu", _num(c["MAX_TOKENS_PER_GPU"])],
+        ]),
+        ("GRPO_ARGS", [
+            ["--advantage-estimator", "grpo"],
+            ["--use-kl-loss"],
+            ["--kl-loss-coef", "0.00"],
+            ["--kl-loss-type", "low_var_kl"],
+            ["--entropy-coef", "0.00"],
+            ["--eps-clip", _num(c["EPS_CLIP"])],
+            ["--eps-clip-high", _num(c["EPS_CLIP_HIGH"])],
+        ]),
+        ("OPTIMIZER_ARGS", [
+            ["--optimizer", "adam"],
+            ["--lr", _num(c["LR"])],
+            ["--lr-decay-style", "constant"],
+            ["--weight-decay", _num(c["WEIGHT_DECAY"])],
+            ["--adam-beta1", "0.9"],
+            ["--adam-beta2", _num(c["ADAM_BETA2"])],
+            ["--optimizer-cpu-offload"],
+            ["--overlap-cpu-optimizer-d2h-h2d"],
+            ["--use-precision-aware-optimizer"],
+        ]),
+        ("SGLANG_ARGS", _sglang_flags(c)),
+        ("MISC_ARGS", [
+            ["--attention-dropout", "0.0"],
+            ["--hidden-dropout", "0.0"],
+            ["--accumulate-allreduce-grads-in-fp32"],
+            ["--attention-softmax-in-fp32"],
+            ["--attention-backend", "flash"],
+            ["--actor-num-nodes", "1"],
+            ["--actor-num-gpus-per-node", _num(c["NUM_GPUS"])],
+            ["--colocate"],
+            ["--megatron-to-hf-mode", "bridge"],
+        ]),
+        ("TOOLKIT_ARGS", [
+            ["--rollout-function-path", ROLLOUT_FUNCTION],
+            ["--custom-reward-post-process-path", REWARD_POST_PROCESS],
+            ["--custom-config-path", str(run_dir / "toolkit.yaml")],
+        ]),
+    ]
+    return groups
+
+
+def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
+    flags = [
+        ["--rollout-num-gpus-per-engine", _num(c["ROLLOUT_GPUS_PER_ENGINE"])],
+        ["--sglang-data-parallel-size", _num(c["SGLANG_DATA_PARALLEL_SIZE"])],
+        ["--sglang-mem-fraction-static", _num(c["SGLANG_MEM_FRACTION_STATIC"])],
+        ["--sglang-cuda-graph-max-bs", str(SGLANG_CUDA_GRAPH_MAX_BS)],
+        ["--sglang-log-level", "error"],
+    ]
+    if c["SGLANG_TOOL_CALL_PARSER"] is not None:
+        flags.append(["--sglang-tool-call-parser", str(c["SGLANG_TOOL_CALL_PARSER"])])
+    if c["SGLANG_REASONING_PARSER"] is not None:
+        flags.append(["--sglang-reasoning-parser", str(c["SGLANG_REASONING_PARSER"])])
+    if c["SGLANG_CONTEXT_LENGTH"] is not None:
+        flags.append(["--sglang-context-length", _num(c["SGLANG_CONTEXT_LENGTH"])])
+    return flags
+
+
+def env_text(config: Config) -> str:
+    """``runs/<EXP_ID>/env``: every resolved value as a dotenv file (secrets never appear).
+
+    Values are single-quoted for python-dotenv, so ``bin/train runs/<EXP_ID>/env`` reproduces
+    the run. Unset optional keys are written as comments.
+
+    :param config: the resolved configuration.
+    """
+    lines = ["# Every value bin/train resolved for this run (defaults included). Secrets never appear here."]
+    for key in KEYS:
+        if is_secret(key.name):
+            continue
+        value = config[key.name]
+        if value is None:
+            lines.append(f"# {key.name}=  (unset)")
+            continue
+        if key.kind is Kind.WORDS:
+            text = shlex.join(value) if isinstance(value, list) else str(value)
+        elif isinstance(value, bool):
+            text = "true" if value else "false"
+        else:
+            text = _num(value)
+        escaped = text.replace("\\", "\\\\").replace("'", "\\'")
+        lines.append(f"{key.name}='{escaped}'")
+    return "\n".join(lines) + "\n"
+
+
+def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], templates: Path) -> Rendered:
+    """Render every file of the run directory.
+
+    :param config: the resolved configuration.
+    :param paths: run directory, repo and provenance.
+    :param variant: a key of :data:`VARIANTS`.
+    :param cli_flags: flags after ``--`` on the bin/train command line (appended last).
+    :param templates: the templates/ directory.
+    """
+    env = _environment(templates)
+    groups = flag_groups(config, paths.run_dir)
+    extra = list(config["EXTRA_FLAGS"] or []) + list(cli_flags)  # type: ignore[arg-type]
+    c = config.values
+    context = {
+        "c": c,
+        "groups": groups,
+        "extra": extra,
+        "paths": paths,
+        "template": f"templates/{VARIANTS[variant]}",
+        "job_pythonpath": f"{c['MEGATRON_DIR']}:{paths.repo / 'python'}",
+        "wandb_group": c["WANDB_GROUP"] if c["WANDB_GROUP"] is not None else c["EXP_ID"],
+        "yaml_keys": [(name, c[key]) for name, key in TOOLKIT_YAML_KEYS],
+    }
+    files = {
+        "train.sh": env.get_template(VARIANTS[variant]).render(context),
+        "toolkit.yaml": env.get_template("toolkit.yaml.j2").render(context),
+        "env": env_text(config),
+    }
+    argv = ["python3", f"{c['SLIME_DIR']}/train.py", RUNTIME_WORDS[0]]
+    for _, lines in groups:
+        for line in lines:
+            argv += line
+    argv += RUNTIME_WORDS[1:]
+    return Rendered(files, argv + extra)

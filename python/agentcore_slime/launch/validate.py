@@ -1,0 +1,285 @@
+"""Check an env file against the schema and resolve every value to its type.
+
+Everything here runs before anything is rendered, started, killed or deleted. Each problem
+is a :class:`~.errors.ConfigError` that says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import logging
+import math
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .envfile import EnvEntry
+from .errors import ConfigError
+from .schema import KEYS, KEYS_BY_NAME, Key, Kind, is_secret
+
+logger = logging.getLogger(__name__)
+
+Value = str | int | float | bool | list[str] | None
+
+_EXP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_ARN = re.compile(r"arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\d{12}:runtime/[A-Za-z0-9][A-Za-z0-9_-]*")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+
+
+@dataclass
+class Config:
+    """The resolved configuration: every schema key with its typed value (``None`` = unset).
+
+    :param values: key name -> typed value, in schema order.
+    :param source: where each explicitly set key came from (``file:line`` or ``--set``).
+    """
+
+    values: dict[str, Value]
+    source: dict[str, str]
+
+    def __getitem__(self, name: str) -> Value:
+        return self.values[name]
+
+    def path(self, name: str) -> Path | None:
+        """The value of a path key, or ``None`` when unset.
+
+        :param name: a :attr:`Kind.PATH` key.
+        """
+        value = self.values[name]
+        return Path(str(value)) if value is not None else None
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """Turn ``--set KEY=VALUE`` arguments into a dict (values are taken literally).
+
+    :param pairs: the raw ``KEY=VALUE`` strings, in command-line order (later wins).
+    """
+    result: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r} is not KEY=VALUE", "write it as --set KEY=VALUE, e.g. --set NUM_ROLLOUT=10")
+        result[key.strip()] = value
+    return result
+
+
+def resolve(entries: dict[str, EnvEntry], overrides: dict[str, str], env_file: Path, runs_dir: Path) -> Config:
+    """Validate the env file plus overrides and return the typed configuration.
+
+    :param entries: the parsed env file.
+    :param overrides: ``--set`` values, applied on top of the file.
+    :param env_file: the file's path, for messages.
+    :param runs_dir: the directory holding runs/<EXP_ID>/ (for the SAVE_DIR default).
+    :raises ConfigError: on the first problem found.
+    """
+    raw: dict[str, str] = {}
+    source: dict[str, str] = {}
+    for name, entry in entries.items():
+        _check_name(name, f"{env_file}:{entry.line}")
+        if entry.value is None:
+            raise ConfigError(f"{env_file}:{entry.line}: {name} has no value", f"write {name}=VALUE")
+        raw[name], source[name] = entry.value, f"{env_file}:{entry.line}"
+    for name, value in overrides.items():
+        _check_name(name, "--set")
+        raw[name], source[name] = value, "--set"
+    values = {key.name: _convert(key, raw.get(key.name, ""), source.get(key.name, "default")) for key in KEYS}
+    for key in KEYS:
+        if key.required and values[key.name] is None:
+            raise ConfigError(f"{key.name} is required", f"add {key.name}=... to {env_file} ({key.help})")
+    _apply_defaults(values, runs_dir)
+    _check_constraints(values)
+    return Config(values, source)
+
+
+def _check_name(name: str, where: str) -> None:
+    if is_secret(name):
+        raise ConfigError(
+            f"{where}: {name} is a secret and must not be in the env file",
+            f"remove it and export it in the shell that runs bin/train: export {name}=...",
+        )
+    if name not in KEYS_BY_NAME:
+        close = difflib.get_close_matches(name, list(KEYS_BY_NAME), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "see docs/launcher.md for the keys"
+        raise ConfigError(f"{where}: unknown key {name}", hint)
+
+
+def _convert(key: Key, text: str, where: str) -> Value:
+    """Convert one value; empty text means unset (then the schema default applies)."""
+    text = text.strip() if key.kind is not Kind.WORDS else text
+    if text == "" and key.default is not None:
+        text, where = key.default, "default"
+    if text.strip() == "":
+        return None
+    try:
+        value = _CONVERTERS[key.kind](text)
+    except ValueError as exc:
+        raise ConfigError(f"{key.name}={text!r} ({where}): {exc}", _expected(key)) from exc
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        _check_range(key, value, where)
+    if key.choices and value not in key.choices:
+        raise ConfigError(f"{key.name}={text!r} ({where}) is not allowed", _expected(key))
+    return value
+
+
+def _to_int(text: str) -> int:
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise ValueError("not an integer")
+    return int(text)
+
+
+def _to_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("not a finite number")
+    return value
+
+
+def _to_bool(text: str) -> bool:
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise ValueError("not a boolean")
+
+
+def _to_words(text: str) -> list[str]:
+    return shlex.split(text)
+
+
+_CONVERTERS = {
+    Kind.STR: str,
+    Kind.PATH: str,
+    Kind.INT: _to_int,
+    Kind.FLOAT: _to_float,
+    Kind.BOOL: _to_bool,
+    Kind.WORDS: _to_words,
+}
+
+
+def _expected(key: Key) -> str:
+    if key.choices:
+        return f"{key.name} must be one of: {', '.join(key.choices)}"
+    if key.kind is Kind.BOOL:
+        return f"{key.name} must be true, false, 1 or 0"
+    if key.kind is Kind.WORDS:
+        return f"{key.name} is split like shell words: balance its quotes"
+    bounds = _bounds(key)
+    return f"{key.name} must be {'an integer' if key.kind is Kind.INT else 'a number'}{bounds}"
+
+
+def _bounds(key: Key) -> str:
+    parts = []
+    if key.minimum is not None:
+        parts.append(f"{'>' if key.exclusive_min else '>='} {key.minimum:g}")
+    if key.maximum is not None:
+        parts.append(f"<= {key.maximum:g}")
+    return " " + " and ".join(parts) if parts else ""
+
+
+def _check_range(key: Key, value: float, where: str) -> None:
+    low, high = key.minimum, key.maximum
+    too_low = low is not None and (value <= low if key.exclusive_min else value < low)
+    if too_low or (high is not None and value > high):
+        raise ConfigError(f"{key.name}={value:g} ({where}) is out of range", _expected(key))
+
+
+def _apply_defaults(values: dict[str, Value], runs_dir: Path) -> None:
+    """Fill the defaults that depend on other keys, and make paths absolute."""
+    if values["MAX_POOL_CONNECTIONS"] is None:
+        values["MAX_POOL_CONNECTIONS"] = values["MAX_CONCURRENT"]
+    if values["EVAL_MAX_RESPONSE_LEN"] is None:
+        values["EVAL_MAX_RESPONSE_LEN"] = values["ROLLOUT_MAX_RESPONSE_LEN"]
+    if values["SAVE_DIR"] is None:
+        _check_exp_id(str(values["EXP_ID"]))
+        values["SAVE_DIR"] = str(runs_dir / str(values["EXP_ID"]) / "checkpoints")
+    for key in KEYS:
+        if key.kind is Kind.PATH and values[key.name] is not None:
+            values[key.name] = str(Path(str(values[key.name])).expanduser().absolute())
+
+
+def _check_constraints(values: dict[str, Value]) -> None:
+    _check_exp_id(str(values["EXP_ID"]))
+    _check_bucket(str(values["S3_BUCKET"]))
+    _check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"])
+    if not _MODEL_TYPE.fullmatch(str(values["MODEL_TYPE"])):
+        raise ConfigError(
+            f"MODEL_TYPE={values['MODEL_TYPE']!r} is not a model script name",
+            "use the file name without .sh from $SLIME_DIR/scripts/models/, e.g. qwen2.5-3B",
+        )
+    gpus = int(str(values["NUM_GPUS"]))
+    for name in ("TP_SIZE", "ROLLOUT_GPUS_PER_ENGINE"):
+        if gpus % int(str(values[name])):
+            raise ConfigError(
+                f"NUM_GPUS={gpus} is not divisible by {name}={values[name]}",
+                f"choose a {name} that divides NUM_GPUS (e.g. 1, 2, 4 or 8 on an 8-GPU node)",
+            )
+
+
+def _check_exp_id(exp_id: str) -> None:
+    if not _EXP_ID.fullmatch(exp_id) or ".." in exp_id:
+        raise ConfigError(
+            f"EXP_ID={exp_id!r} is not safe as a directory name and S3 key prefix",
+            "use letters, digits, '.', '_' and '-' (at most 100, starting with a letter or digit)",
+        )
+
+
+def _check_bucket(bucket: str) -> None:
+    problem = None
+    if not _BUCKET.fullmatch(bucket):
+        problem = "must be 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
+    elif ".." in bucket or ".-" in bucket or "-." in bucket:
+        problem = "must not contain '..', '.-' or '-.'"
+    elif bucket.startswith(_BUCKET_PREFIXES) or bucket.endswith(_BUCKET_SUFFIXES):
+        problem = "uses a prefix or suffix S3 reserves"
+    else:
+        try:
+            ipaddress.IPv4Address(bucket)
+            problem = "must not look like an IP address"
+        except ValueError:
+            pass
+    if problem:
+        raise ConfigError(f"S3_BUCKET={bucket!r} is not a valid S3 bucket name", f"a bucket name {problem}")
+
+
+def _check_agent(arn: Value, url: Value) -> None:
+    if (arn is None) == (url is None):
+        raise ConfigError(
+            "set exactly one of AGENT_RUNTIME_ARN and AGENT_URL" + (" (both are set)" if arn else ""),
+            "AGENT_RUNTIME_ARN for the agent deployed on ACR, AGENT_URL for a local agent container",
+        )
+    if arn is not None and not _ARN.fullmatch(str(arn)):
+        raise ConfigError(
+            f"AGENT_RUNTIME_ARN={arn!r} is not an AgentCore runtime ARN",
+            "copy it from the deployment: arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>",
+        )
+    if url is not None:
+        parsed = urlparse(str(url))
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ConfigError(f"AGENT_URL={url!r} is not an http(s) URL", "e.g. AGENT_URL=http://127.0.0.1:8080")
+
+
+def missing_paths(config: Config) -> list[str]:
+    """The files and directories a real run needs that do not exist, as messages.
+
+    :param config: the resolved configuration.
+    """
+    slime, model_type = Path(str(config["SLIME_DIR"])), str(config["MODEL_TYPE"])
+    needed: list[tuple[str, Path, str]] = [
+        ("MODEL_DIR", Path(str(config["MODEL_DIR"])) / "config.json", "an HF model directory"),
+        ("DATA_PATH", Path(str(config["DATA_PATH"])), "the training JSONL"),
+        ("SLIME_DIR", slime / "train.py", "a slime checkout"),
+        ("MODEL_TYPE", slime / "scripts" / "models" / f"{model_type}.sh", "a slime model script"),
+        ("MEGATRON_DIR", Path(str(config["MEGATRON_DIR"])), "a Megatron-LM checkout"),
+    ]
+    if config["VAL_DATA_PATH"] is not None:
+        needed.append(("VAL_DATA_PATH", Path(str(config["VAL_DATA_PATH"])), "the validation JSONL"))
+    if config["CUDA_HOME"] is not None:
+        needed.append(("CUDA_HOME", Path(str(config["CUDA_HOME"])), "a CUDA toolkit directory"))
+    return [f"{name}: {path} does not exist (expected {what})" for name, path, what in needed if not path.exists()]

@@ -1,0 +1,46 @@
+# shellcheck shell=bash
+# common.sh: messages, errors and small checks shared by every rendered script.
+# Sourced by the bats tests; included verbatim into runs/<EXP_ID>/*.sh by bin/train.
+
+# say MESSAGE...: one progress line on stderr with the script's fixed prefix.
+say() {
+  printf '%s: %s\n' "${TOOLKIT_PROG:-train.sh}" "$*" >&2
+}
+
+# die MESSAGE [STATUS]: print `<prog>: MESSAGE` to stderr and exit (default 1).
+die() {
+  printf '%s: %s\n' "${TOOLKIT_PROG:-train.sh}" "$1" >&2
+  exit "${2:-1}"
+}
+
+# require_tools TOOL...: exit 127 naming the first tool that is not on PATH.
+require_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null 2>&1 ||
+      die "$tool not found on PATH (install it, or activate the environment that has slime and Ray)" 127
+  done
+}
+
+# env_is_set NAME: true when the environment variable NAME is set and non-empty.
+# Only its length is expanded, so `set -x` never prints a secret's value.
+env_is_set() { # <name>
+  local -n _env_ref=$1
+  [[ -v _env_ref ]] && ((${#_env_ref} > 0))
+}
+
+# start_logging LOG: copy everything the script prints (stdout and stderr) to LOG.
+# tee ignores SIGINT so the cleanup trap's messages still reach the log on Ctrl-C.
+start_logging() { # <log-file>
+  local log=$1
+  mkdir -p "$(dirname "$log")"
+  exec > >(tee -i -a "$log") 2>&1
+  TOOLKIT_TEE_PID=$!
+}
+
+# stop_logging: close our ends of the log pipe and wait for tee to flush it.
+stop_logging() {
+  [[ -n ${TOOLKIT_TEE_PID:-} ]] || return 0
+  exec >&- 2>&-
+  wait "$TOOLKIT_TEE_PID" 2>/dev/null || true
+}

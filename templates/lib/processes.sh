@@ -1,0 +1,29 @@
+# shellcheck shell=bash
+# processes.sh: stop what an earlier crashed run left behind, for the current user only.
+
+# Command-line patterns of SGLang processes (servers, schedulers, routers).
+# Anchored so that no unrelated process (an editor on sglang.py, this script) matches.
+TOOLKIT_SGLANG_PATTERN='^sglang::|sglang\.launch_server|sglang_router\.launch'
+
+# stop_stale_processes: kill this user's SGLang processes, `ray stop --force`, then
+# verify that no raylet or gcs_server of this user is left (exit 1 naming them if one is).
+stop_stale_processes() {
+  local uid
+  uid=$(id -u)
+  say "stopping stale SGLang and Ray processes of user $(id -un)"
+  pkill -KILL -u "$uid" -f "$TOOLKIT_SGLANG_PATTERN" || true
+  ray stop --force >&2 || true
+  wait_for_ray_exit "$uid"
+}
+
+# wait_for_ray_exit UID: poll (up to TOOLKIT_STALE_CHECKS times, 1 s apart) until no raylet
+# or gcs_server of UID runs; die with their PIDs if some survive.
+wait_for_ray_exit() { # <uid>
+  local uid=$1 attempt left
+  for ((attempt = 1; attempt <= ${TOOLKIT_STALE_CHECKS:-10}; attempt++)); do
+    left=$(pgrep -u "$uid" -x 'raylet|gcs_server' | tr '\n' ' ') || true
+    [[ -z $left ]] && return 0
+    sleep 1
+  done
+  die "Ray processes of this user survived 'ray stop --force' (PIDs: ${left% }); stop them with 'kill PID' and rerun"
+}
