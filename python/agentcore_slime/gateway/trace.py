@@ -28,6 +28,13 @@ class CallTrace:
     :param token_mode: ``bridged`` when the prompt was built by extending the
         previous call's prompt + completion (cumulative mode), ``rendered`` when the
         conversation was rendered in full.
+    :param session_id: the session the call belongs to.
+    :param engine_finish: the engine's raw finish_reason object (``{"type", "matched"|"length"}``).
+    :param sampling_params: the sampling params sent to the engine.
+    :param chain_break: in cumulative mode, why this call was rendered in full instead of
+        bridged ("" when bridged or when there was nothing to bridge from).
+    :param latency_ms: wall time of the call inside the gateway.
+    :param weight_version: the engine's ``meta_info.weight_version``, when it reports one.
     """
 
     prompt_token_ids: list[int]
@@ -37,6 +44,12 @@ class CallTrace:
     messages: list[dict[str, Any]] = field(default_factory=list)
     response_message: dict[str, Any] = field(default_factory=dict)
     token_mode: TokenMode = "rendered"
+    session_id: str = ""
+    engine_finish: dict[str, Any] = field(default_factory=dict)
+    sampling_params: dict[str, Any] = field(default_factory=dict)
+    chain_break: str = ""
+    latency_ms: float = 0.0
+    weight_version: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_token_ids):

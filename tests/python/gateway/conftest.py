@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fakes.toy_tokenizer import build_toy_tokenizer
 
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from fakes.sglang_server import Completion, FakeSGLang, text_policy
 from fakes.toy_tokenizer import SPECIAL_TOKENS, build_toy_tokenizer
 
@@ -65,7 +64,9 @@ def test_max_new_tokens_gives_length_without_stop_token(tokenizer) -> None:
 
 
 def test_default_max_new_tokens_is_128() -> None:
-    with FakeSGLang(lambda ids, sp: Completion(list(range(10, 300)), {"type": "stop", "matched": 299})) as fake:
+    with FakeSGLang(
+        lambda ids, sp: Completion(list(range(10, 300)), {"type": "stop", "matched": 299})
+    ) as fake:
         out = _post(fake.url, {"input_ids": [1]}).json()
     assert len(out["output_ids"]) == 128
     assert out["meta_info"]["finish_reason"]["type"] == "length"

@@ -1,0 +1,134 @@
+"""Gateway settings: the :class:`GatewayConfig` seam and its environment fallback."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+SAMPLING_KEYS = frozenset({"temperature", "top_p", "top_k", "max_new_tokens", "min_p", "repetition_penalty"})
+
+
+@dataclass
+class GatewayConfig:
+    """How the gateway renders, samples and serves.
+
+    :param model_dir: HF directory with the tokenizer (slime's ``args.hf_checkpoint``).
+    :param model_id: the model name agents send and ``/v1/models`` lists.
+    :param renderer_family: ``auto`` (infer from ``model_dir``), ``default`` (the model's
+        chat template), or a renderers family name such as ``qwen3``.
+    :param cumulative_token_mode: build each prompt by extending the previous call's
+        prompt + sampled completion when the conversation allows it.
+    :param tool_call_parser: SGLang tool-call parser name (chat-template models only).
+    :param reasoning_parser: SGLang reasoning parser name (chat-template models only).
+    :param host: address to serve on; ``None`` = all interfaces, advertising an address
+        agents on other hosts can reach.
+    :param port: port to serve on; 0 = any free port.
+    :param log_level: the gateway's log level (``warning`` = no line per request).
+    :param context_length: cap prompt + completion (SGLang's context length); ``None`` =
+        ask the engine (``/v1/models`` ``max_model_len``).
+    :param engine_retries: extra attempts on engine connection errors / 5xx.
+    :param engine_retry_backoff: first retry delay (s), doubled per attempt.
+    :param engine_timeout: read timeout (s) for one completion.
+    :param default_max_new_tokens: completion cap when neither the session nor the agent set one.
+    """
+
+    model_dir: str
+    model_id: str = "default"
+    renderer_family: str = "auto"
+    cumulative_token_mode: bool = False
+    tool_call_parser: str | None = "qwen"
+    reasoning_parser: str | None = None
+    host: str | None = None
+    port: int = 9090
+    log_level: str = "warning"
+    context_length: int | None = None
+    engine_retries: int = 3
+    engine_retry_backoff: float = 0.5
+    engine_timeout: float = 900.0
+    default_max_new_tokens: int = 4096
+
+    def __post_init__(self) -> None:
+        if not self.model_dir:
+            raise ValueError(
+                "GatewayConfig.model_dir is empty (set MODEL_DIR / --hf-checkpoint to the model directory)"
+            )
+        if self.log_level.lower() not in LOG_LEVELS:
+            raise ValueError(
+                f"log level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)} (GATEWAY_LOG_LEVEL)"
+            )
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not in 0..65535 (GATEWAY_PORT; 0 picks a free port)")
+        if self.context_length is not None and self.context_length < 2:
+            raise ValueError(f"context_length {self.context_length} is too small (SGLANG_CONTEXT_LENGTH)")
+        if self.engine_retries < 0 or self.engine_retry_backoff < 0 or self.engine_timeout <= 0:
+            raise ValueError("engine_retries and engine_retry_backoff must be >= 0, engine_timeout > 0")
+
+    @property
+    def level(self) -> int:
+        return int(logging.getLevelName(self.log_level.upper()))
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> GatewayConfig:
+        """Build from environment variables (the development fallback of toolkit.yaml).
+
+        MODEL_DIR, MODEL_ID, RENDERER_FAMILY, CUMULATIVE_TOKEN_MODE, SGLANG_TOOL_CALL_PARSER,
+        SGLANG_REASONING_PARSER, GATEWAY_HOST, GATEWAY_PORT, GATEWAY_LOG_LEVEL,
+        SGLANG_CONTEXT_LENGTH; ``overrides`` win.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        text = {
+            "model_dir": "MODEL_DIR",
+            "model_id": "MODEL_ID",
+            "renderer_family": "RENDERER_FAMILY",
+            "tool_call_parser": "SGLANG_TOOL_CALL_PARSER",
+            "reasoning_parser": "SGLANG_REASONING_PARSER",
+            "host": "GATEWAY_HOST",
+            "log_level": "GATEWAY_LOG_LEVEL",
+        }
+        for key, name in text.items():
+            if env.get(name):
+                values[key] = env[name]
+        for key, name in (("port", "GATEWAY_PORT"), ("context_length", "SGLANG_CONTEXT_LENGTH")):
+            if env.get(name):
+                try:
+                    values[key] = int(env[name])
+                except ValueError:
+                    raise ValueError(f"{name}={env[name]!r} is not an integer") from None
+        if env.get("CUMULATIVE_TOKEN_MODE"):
+            flag = env["CUMULATIVE_TOKEN_MODE"].strip().lower()
+            if flag not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"CUMULATIVE_TOKEN_MODE={flag!r} is not true/false")
+            values["cumulative_token_mode"] = flag in ("true", "1", "yes")
+        known = {f.name for f in fields(cls)}
+        values.update({k: v for k, v in overrides.items() if k in known})
+        values.setdefault("model_dir", "")
+        return cls(**values)
+
+
+def check_sampling_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    """Validate a session's sampling params (the trainer's values).
+
+    :raises ValueError: unknown keys or values out of range, with the fix.
+    """
+    params = dict(params or {})
+    unknown = set(params) - SAMPLING_KEYS
+    if unknown:
+        raise ValueError(f"unknown sampling params {sorted(unknown)} (allowed: {sorted(SAMPLING_KEYS)})")
+    checks = {
+        "temperature": lambda v: v >= 0,
+        "top_p": lambda v: 0 < v <= 1,
+        "top_k": lambda v: v == -1 or v >= 1,
+        "max_new_tokens": lambda v: isinstance(v, int) and v >= 1,
+        "min_p": lambda v: 0 <= v <= 1,
+        "repetition_penalty": lambda v: v > 0,
+    }
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not checks[key](value):
+            raise ValueError(f"sampling param {key}={value!r} is out of range")
+    return {k: v for k, v in params.items() if v is not None}

@@ -1,0 +1,454 @@
+"""Messages <-> token ids for the policy model: renderer choice, prompts, bridges, parsing.
+
+Built on the ``renderers`` package (PrimeIntellect) and the model's own tokenizer loaded
+from ``MODEL_DIR``. Three jobs:
+
+- pick the renderer: an explicit family name, or one inferred from the model directory
+  (config.json ``model_type``/``_name_or_path``, the tokenizer's name, the chat template);
+  models no family fits (e.g. Qwen2.5-Instruct) use renderers' ``DefaultRenderer`` over the
+  model's chat template with the tool/reasoning parsers mapped from SGLang's parser names;
+- build prompt ids: a full render, or in cumulative mode a *bridge* that extends the
+  previous call's prompt + sampled completion with tokens for the new messages only
+  (``renderer.bridge_to_next_turn`` for renderers families; for chat-template models a
+  gateway-side ChatML bridge, reference §8);
+- parse sampled ids into an OpenAI assistant message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# SGLang --tool-call-parser names -> renderers tool parser names (DefaultRenderer only).
+TOOL_PARSERS: dict[str, str] = {
+    "qwen": "qwen3",  # Qwen2.5 Hermes-style <tool_call>{json}</tool_call>
+    "qwen25": "qwen3",
+    "hermes": "qwen3",
+    "qwen3": "qwen3",
+    "qwen3_coder": "qwen3.5",  # <tool_call><function=..><parameter=..>
+    "glm": "glm",
+    "glm45": "glm",
+    "glm47": "glm",
+    "deepseekv3": "deepseek-v3",
+}
+# SGLang --reasoning-parser names -> renderers reasoning parser names (DefaultRenderer only).
+REASONING_PARSERS: dict[str, str] = {
+    "qwen3": "think",
+    "qwen3-thinking": "think",
+    "deepseek-r1": "think",
+    "glm45": "think",
+    "kimi": "think",
+    "think": "think",
+}
+# config.json model_type -> renderers family, for model dirs whose name is not a Hub id.
+MODEL_TYPE_FAMILIES: dict[str, str] = {
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3",
+    "gpt_oss": "gpt-oss",
+    "glm4_moe": "glm-4.5",
+    "kimi_k2": "kimi-k2",
+    "minimax_m2": "minimax-m2",
+}
+CHAT_TEMPLATE_FAMILY = "default"  # renderers' name for "the model's own chat template"
+
+
+class RenderError(ValueError):
+    """The messages cannot be rendered (bad roles, template error): a 400 for the agent."""
+
+
+@dataclass
+class RendererChoice:
+    """Which renderer serves the model and why (logged once at start)."""
+
+    family: str
+    reason: str
+
+
+@dataclass
+class Prompt:
+    """Prompt ids for one call and how they were built.
+
+    :param token_ids: the ids sent to the engine.
+    :param token_mode: ``bridged`` (extends the previous prompt + completion) or ``rendered``.
+    :param chain_break: why a cumulative-mode call was rendered in full ("" if bridged or
+        the session has no previous call).
+    """
+
+    token_ids: list[int]
+    token_mode: str
+    chain_break: str = ""
+
+
+@dataclass
+class ChainState:
+    """What cumulative mode remembers about a session's previous call."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    messages: list[dict[str, Any]]
+    response: dict[str, Any]
+    tools_key: str
+
+
+# --------------------------------------------------------------------------- messages
+def _text_of(content: Any) -> str | None:
+    """OpenAI content (str, None or a list of parts) -> text (parts joined, non-text dropped)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            elif isinstance(part, str):
+                texts.append(part)
+            else:
+                raise RenderError(f"unsupported content part {part!r}: only text parts are supported")
+        return "".join(texts)
+    raise RenderError(
+        f"message content must be a string, null or a list of parts, not {type(content).__name__}"
+    )
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI request messages -> the plain form renderers and chat templates take.
+
+    Content part lists become text, ``developer`` becomes ``system``, tool-call
+    ``arguments`` become dicts, wire ids (tool call ids, ``tool_call_id``) are dropped.
+
+    :raises RenderError: on an unknown role or unsupported content.
+    """
+    out = []
+    for i, msg in enumerate(messages):
+        role = msg.get("role")
+        if role == "developer":
+            role = "system"
+        if role not in ("system", "user", "assistant", "tool"):
+            raise RenderError(
+                f"messages[{i}].role {role!r} is not one of system, developer, user, assistant, tool"
+            )
+        norm: dict[str, Any] = {"role": role, "content": _text_of(msg.get("content"))}
+        if role != "assistant" and norm["content"] is None:
+            norm["content"] = ""
+        if role == "assistant":
+            if msg.get("reasoning_content"):
+                norm["reasoning_content"] = str(msg["reasoning_content"])
+            calls = []
+            for call in msg.get("tool_calls") or []:
+                fn = call.get("function") or {}
+                calls.append(
+                    {
+                        "type": "function",
+                        "function": {"name": fn.get("name"), "arguments": _arguments(fn.get("arguments"))},
+                    }
+                )
+            if calls:
+                norm["tool_calls"] = calls
+        if role == "tool" and msg.get("name"):
+            norm["name"] = msg["name"]
+        out.append(norm)
+    return out
+
+
+def tools_key(tools: list[dict[str, Any]] | None) -> str:
+    """A stable fingerprint of the tools list (order kept, keys sorted)."""
+    return json.dumps(tools or [], sort_keys=True)
+
+
+def same_reply(echoed: dict[str, Any], returned: dict[str, Any]) -> bool:
+    """Whether the assistant message an agent echoes is the reply the gateway returned.
+
+    Loose on purpose: clients re-serialize tool arguments and drop reasoning. Same tool
+    names with equal parsed arguments, and the same text ignoring whitespace.
+    """
+
+    def calls(msg: dict[str, Any]) -> list[tuple[Any, Any]]:
+        return [
+            (c["function"]["name"], _arguments(c["function"]["arguments"]))
+            for c in msg.get("tool_calls") or []
+        ]
+
+    def words(msg: dict[str, Any]) -> list[str]:
+        return (msg.get("content") or "").split()
+
+    return calls(echoed) == calls(returned) and words(echoed) == words(returned)
+
+
+# --------------------------------------------------------------------------- renderer
+def load_tokenizer(model_dir: str) -> Any:
+    """Load the model's tokenizer from a local directory (or a cached Hub id), offline-safe."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir, trust_remote_code=False)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def infer_family(model_dir: str, tokenizer: Any) -> RendererChoice:
+    """Guess the renderers family of a model directory; ``default`` when none fits.
+
+    Looks, in order, at the Hub ids the directory names (config.json ``_name_or_path``,
+    the tokenizer's ``name_or_path``, the directory name against the Hub ids renderers
+    maps), at config.json ``model_type``, and at the chat template.
+    """
+    from renderers.base import MODEL_RENDERER_MAP
+
+    root = Path(model_dir)
+    config = _read_json(root / "config.json")
+    by_basename = {k.split("/")[-1].lower(): v for k, v in MODEL_RENDERER_MAP.items()}
+    for name in (config.get("_name_or_path"), getattr(tokenizer, "name_or_path", None), root.name):
+        if not name:
+            continue
+        family = MODEL_RENDERER_MAP.get(str(name)) or by_basename.get(Path(str(name)).name.lower())
+        if family:
+            return RendererChoice(family, f"model name {name!r}")
+    model_type = str(config.get("model_type") or "")
+    if model_type in MODEL_TYPE_FAMILIES:
+        return RendererChoice(MODEL_TYPE_FAMILIES[model_type], f"config.json model_type {model_type!r}")
+    template = str(getattr(tokenizer, "chat_template", "") or "")
+    if "<|im_start|>" in template and "enable_thinking" in template and "<tool_response>" in template:
+        return RendererChoice("qwen3", "a Qwen3-style chat template (enable_thinking, <tool_response>)")
+    why = f"model_type {model_type!r}" if model_type else "no model_type"
+    return RendererChoice(CHAT_TEMPLATE_FAMILY, f"no renderers family fits ({why})")
+
+
+def generation_stop_ids(model_dir: str) -> list[int]:
+    """``eos_token_id`` of the model's generation_config.json (an int or a list), if any."""
+    eos = _read_json(Path(model_dir) / "generation_config.json").get("eos_token_id")
+    values = eos if isinstance(eos, list) else [eos]
+    return [int(v) for v in values if isinstance(v, int)]
+
+
+def _parser(name: str | None, table: dict[str, str], what: str, env: str) -> str | None:
+    if not name:
+        return None
+    if name in table:
+        return table[name]
+    raise ValueError(
+        f"unknown {what} {name!r} (set {env} to one of: {', '.join(sorted(table))}, or unset it)"
+    )
+
+
+def build_renderer(
+    tokenizer: Any,
+    family: str,
+    *,
+    tool_call_parser: str | None,
+    reasoning_parser: str | None,
+) -> Any:
+    """Create the renderer for ``family`` (``default`` = chat template + mapped parsers).
+
+    :raises ValueError: for an unknown family or parser name, with the valid names.
+    """
+    from renderers import DefaultRendererConfig, config_from_name, create_renderer
+
+    tool = _parser(tool_call_parser, TOOL_PARSERS, "tool call parser", "SGLANG_TOOL_CALL_PARSER")
+    reasoning = _parser(reasoning_parser, REASONING_PARSERS, "reasoning parser", "SGLANG_REASONING_PARSER")
+    if family == CHAT_TEMPLATE_FAMILY:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(
+                "the model's tokenizer has no chat template (set RENDERER_FAMILY to a renderers family)"
+            )
+        return create_renderer(tokenizer, DefaultRendererConfig(tool_parser=tool, reasoning_parser=reasoning))
+    try:
+        config = config_from_name(family)
+    except ValueError as err:
+        raise ValueError(f"unknown RENDERER_FAMILY {family!r}: {err}") from None
+    return create_renderer(tokenizer, config)
+
+
+def choose_renderer(
+    model_dir: str,
+    tokenizer: Any,
+    family: str,
+    *,
+    tool_call_parser: str | None,
+    reasoning_parser: str | None,
+) -> tuple[Any, RendererChoice]:
+    """The renderer for the gateway: explicit ``family``, or inferred when ``auto``.
+
+    An inferred family whose renderer cannot be built on this tokenizer falls back to the
+    chat template (logged once); an explicit one raises.
+    """
+    kwargs = {"tool_call_parser": tool_call_parser, "reasoning_parser": reasoning_parser}
+    if family != "auto":
+        return build_renderer(tokenizer, family, **kwargs), RendererChoice(family, "RENDERER_FAMILY")
+    choice = infer_family(model_dir, tokenizer)
+    if choice.family != CHAT_TEMPLATE_FAMILY:
+        try:
+            return build_renderer(tokenizer, choice.family, **kwargs), choice
+        except (AssertionError, ValueError, KeyError) as err:
+            choice = RendererChoice(CHAT_TEMPLATE_FAMILY, f"family {choice.family!r} did not fit ({err})")
+    logger.warning("renderer: %s; falling back to the model's chat template", choice.reason)
+    return build_renderer(tokenizer, CHAT_TEMPLATE_FAMILY, **kwargs), choice
+
+
+# --------------------------------------------------------------------------- prompts
+class PromptBuilder:
+    """Builds prompt ids for a call: full render, or a bridge in cumulative mode.
+
+    :param renderer: a renderers ``Renderer``.
+    :param tokenizer: the model tokenizer (used by the chat-template bridge).
+    :param family: the renderer family (``default`` = chat template).
+    :param extra_stop_ids: more ids that end a turn (generation_config.json ``eos_token_id``).
+    """
+
+    def __init__(
+        self, renderer: Any, tokenizer: Any, family: str, extra_stop_ids: list[int] | None = None
+    ) -> None:
+        self.renderer = renderer
+        self.tokenizer = tokenizer
+        self.family = family
+        stops = [*renderer.get_stop_token_ids(), *self._eos_ids(), *(extra_stop_ids or [])]
+        self.stop_ids = list(dict.fromkeys(stops))
+        close = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self._close_id = close if isinstance(close, int) and close != tokenizer.unk_token_id else None
+
+    def _eos_ids(self) -> list[int]:
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        return [eos] if isinstance(eos, int) else []
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+        """Full render with the generation prompt."""
+        try:
+            return list(self.renderer.render_ids(messages, tools=tools or None, add_generation_prompt=True))
+        except RenderError:
+            raise
+        except Exception as err:  # template errors are the request's fault (bad message shapes)
+            raise RenderError(f"cannot render the messages: {err}") from err
+
+    def build(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        chain: ChainState | None,
+        cumulative: bool,
+    ) -> Prompt:
+        """Prompt ids for ``messages``; bridged from ``chain`` when cumulative mode can prove it."""
+        if not cumulative or chain is None:
+            return Prompt(self.render(messages, tools), "rendered")
+        bridged, why = self._bridge(messages, tools, chain)
+        if bridged is None:
+            return Prompt(self.render(messages, tools), "rendered", why)
+        return Prompt(bridged, "bridged")
+
+    def _bridge(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, chain: ChainState
+    ) -> tuple[list[int] | None, str]:
+        k = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+        if k < 0:
+            return None, "no assistant message in the history"
+        if tools_key(tools) != chain.tools_key:
+            return None, "tools changed"
+        if messages[:k] != chain.messages:
+            return None, "history before the last assistant message differs from the previous call"
+        if not same_reply(messages[k], chain.response):
+            return None, "the last assistant message is not the reply the gateway returned"
+        new = messages[k + 1 :]
+        if not new:
+            return None, "no new messages after the last assistant message"
+        if self.family == CHAT_TEMPLATE_FAMILY:
+            ids = self._template_bridge(messages, k, tools, chain)
+        else:
+            out = self.renderer.bridge_to_next_turn(
+                chain.prompt_ids, chain.completion_ids, new, tools=tools or None
+            )
+            ids = list(out.token_ids) if out is not None else None
+        if ids is None:
+            return None, "the renderer declined to bridge"
+        head = [*chain.prompt_ids, *chain.completion_ids]
+        if ids[: len(head)] != head:
+            return None, "the bridge does not extend the previous prompt + completion"
+        return ids, ""
+
+    def _template_bridge(
+        self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None, chain: ChainState
+    ) -> list[int] | None:
+        """ChatML bridge for chat-template models (reference §8, step 3).
+
+        Renders the history up to the last assistant message and the whole conversation as
+        text; the second must extend the first right after the ``<|im_end|>`` that closes
+        the assistant message. The rest (``\\n<|im_start|>...`` up to the generation prompt)
+        is encoded on its own: it starts after a special token, which BPE never merges across.
+        """
+        if self._close_id is None:
+            return None
+        close = "<|im_end|>"
+        try:
+            before = self._apply_text(messages[: k + 1], tools, add_generation_prompt=False)
+            full = self._apply_text(messages, tools, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - the full render reports template errors
+            return None
+        cut = before.rfind(close)
+        if cut < 0 or before[cut + len(close) :].strip():
+            return None
+        head = before[: cut + len(close)]
+        if not full.startswith(head):
+            return None
+        suffix = self.tokenizer.encode(full[len(head) :], add_special_tokens=False)
+        completion = chain.completion_ids
+        closing = [] if completion and completion[-1] in self.stop_ids else [self._close_id]
+        return [*chain.prompt_ids, *completion, *closing, *suffix]
+
+    def _apply_text(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **kw: Any
+    ) -> str:
+        config = getattr(self.renderer, "config", None)
+        extra = dict(getattr(config, "model_extra", None) or {})  # template kwargs DefaultRenderer forwards
+        text = self.tokenizer.apply_chat_template(
+            messages, tools=tools or None, tokenize=False, **extra, **kw
+        )
+        return str(text)
+
+
+# --------------------------------------------------------------------------- parsing
+def parse_completion(
+    renderer: Any, completion_ids: list[int], prompt_ids: list[int], tools: list[dict[str, Any]] | None
+) -> dict[str, Any]:
+    """Sampled ids -> OpenAI assistant message (content, reasoning_content, tool_calls)."""
+    from renderers import ToolCallParseStatus
+
+    parsed = renderer.parse_response(completion_ids, tools=tools or None, prompt_ids=prompt_ids)
+    calls = []
+    for call in parsed.tool_calls:
+        if call.status != ToolCallParseStatus.OK:
+            continue
+        args = call.arguments if call.arguments is not None else {}
+        calls.append(
+            {
+                "id": call.id or f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+                },
+            }
+        )
+    message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+    if calls:
+        message["content"] = parsed.content.strip() or None
+        message["tool_calls"] = calls
+    if parsed.reasoning_content:
+        message["reasoning_content"] = parsed.reasoning_content
+    return message

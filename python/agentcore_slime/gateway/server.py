@@ -1,0 +1,501 @@
+"""The trace-capturing OpenAI-compatible gateway over SGLang ``/generate``.
+
+:class:`Gateway` serves aiohttp in its own thread with its own event loop, so the rollout's
+loop never waits on it. Agents get a per-session base URL ``{gw}/sessions/{sid}/v1``
+(chat completions, JSON or SSE, and a model list); sessions exist only when the rollout
+creates them. Each completed call is recorded as a :class:`CallTrace` with the exact ids
+sent to and sampled by the engine, after the reply was written to the agent.
+
+Routes:
+- ``POST /sessions/{sid}/v1/chat/completions``, ``GET /sessions/{sid}/v1/models``
+- ``GET /health``
+- admin, loopback peers only: ``POST /admin/sessions``, ``DELETE /admin/sessions/{sid}``,
+  ``GET /admin/sessions/{sid}/traces``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import ipaddress
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from .config import GatewayConfig, check_sampling_params
+from .engine import EngineClient, EngineError
+from .rendering import (
+    ChainState,
+    PromptBuilder,
+    RenderError,
+    choose_renderer,
+    generation_stop_ids,
+    load_tokenizer,
+    normalize_messages,
+    parse_completion,
+    tools_key,
+)
+from .trace import CallTrace
+from .wire import BadRequest, ChatRequest, Reply, error_body, finish_reason, parse_request
+
+logger = logging.getLogger(__name__)
+PACKAGE_LOGGER = "agentcore_slime.gateway"
+SESSION_ID = re.compile(r"^[A-Za-z0-9._:~-]{1,256}$")
+NO_RETRY = {"x-should-retry": "false"}
+
+
+@dataclass
+class _Session:
+    """A session's state. ``traces`` and ``deleted`` are read from other threads under the registry lock."""
+
+    sid: str
+    sampling: dict[str, Any]
+    traces: list[CallTrace] = field(default_factory=list)
+    chain: ChainState | None = None  # after the last recorded call
+    chain_before: ChainState | None = None  # before it (a client retry of that call rebuilds from here)
+    last_request: tuple[list[dict[str, Any]], str] | None = None
+    chain_breaks: int = 0
+    deleted: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass
+class _Call:
+    """One chat call in flight."""
+
+    request: ChatRequest
+    messages: list[dict[str, Any]]
+    tools_key: str
+    started: float
+
+
+def _json_error(
+    status: int,
+    message: str,
+    kind: str,
+    *,
+    code: str | None = None,
+    param: str | None = None,
+    retry: bool = False,
+) -> web.Response:
+    headers = {} if retry else dict(NO_RETRY)
+    return web.json_response(
+        error_body(message, kind, param=param, code=code), status=status, headers=headers
+    )
+
+
+def _is_loopback(address: str | None) -> bool:
+    try:
+        return address is not None and ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def reachable_address() -> str:
+    """An IPv4 address of this host that other hosts can reach (no packet is sent)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("10.255.255.255", 1))  # UDP connect only picks a route
+        address = str(probe.getsockname()[0])
+    except OSError:
+        address = ""
+    finally:
+        probe.close()
+    if address and not address.startswith("0."):
+        return address
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+class Gateway:
+    """The gateway. All public methods are synchronous and thread-safe.
+
+    :param config: see :class:`GatewayConfig`.
+    """
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.url = ""
+        self._sessions: dict[str, _Session] = {}
+        self._registry = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._engine: EngineClient | None = None
+        self._builder: PromptBuilder | None = None
+        self._context_length: int | None = config.context_length
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, engine_url: str) -> None:
+        """Load the tokenizer + renderer, health-check the engine, serve; return once listening.
+
+        :param engine_url: SGLang engine or router base url, e.g. ``http://10.0.0.5:3000``.
+        :raises ValueError: bad configuration (model dir, family, parser names).
+        :raises RuntimeError: the engine is not healthy or the port cannot be bound.
+        """
+        if self._loop is not None:
+            raise RuntimeError("gateway already started")
+        if not re.match(r"^https?://[^/\s]+", engine_url or ""):
+            raise ValueError(f"engine url {engine_url!r} is not http(s)://host:port")
+        logging.getLogger(PACKAGE_LOGGER).setLevel(self.config.level)
+        self._builder = self._make_builder()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="agentcore-gateway", daemon=True)
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._start(engine_url.rstrip("/")), self._loop)
+        try:
+            future.result()
+        except BaseException:
+            self.shutdown()
+            raise
+        logger.info("gateway serving at %s for engine %s", self.url, engine_url)
+
+    def _make_builder(self) -> PromptBuilder:
+        model_dir = self.config.model_dir
+        if not Path(model_dir).is_dir():
+            raise ValueError(f"model dir {model_dir!r} does not exist (set MODEL_DIR / --hf-checkpoint)")
+        tokenizer = load_tokenizer(model_dir)
+        renderer, choice = choose_renderer(
+            model_dir,
+            tokenizer,
+            self.config.renderer_family,
+            tool_call_parser=self.config.tool_call_parser,
+            reasoning_parser=self.config.reasoning_parser,
+        )
+        logger.info("renderer family %s (%s)", choice.family, choice.reason)
+        return PromptBuilder(renderer, tokenizer, choice.family, generation_stop_ids(model_dir))
+
+    async def _start(self, engine_url: str) -> None:
+        self._engine = EngineClient(
+            engine_url,
+            retries=self.config.engine_retries,
+            backoff=self.config.engine_retry_backoff,
+            read_timeout=self.config.engine_timeout,
+        )
+        await self._engine.open()
+        await self._engine.health()
+        if self._context_length is None:
+            self._context_length = await self._engine_context_length()
+        access = logging.getLogger(f"{PACKAGE_LOGGER}.access")
+        self._runner = web.AppRunner(
+            self._app(),
+            access_log=access if self.config.level <= logging.DEBUG else None,
+        )
+        await self._runner.setup()
+        await self._bind()
+
+    async def _engine_context_length(self) -> int | None:
+        assert self._engine is not None
+        try:
+            async with self._engine.session.get(f"{self._engine.url}/v1/models") as resp:
+                data = await resp.json(content_type=None)
+            return int(data["data"][0]["max_model_len"])
+        except Exception:  # noqa: BLE001 - optional: no cap when the engine does not say
+            logger.info("engine does not report max_model_len; no context cap (set SGLANG_CONTEXT_LENGTH)")
+            return None
+
+    async def _bind(self) -> None:
+        assert self._runner is not None
+        host = self.config.host
+        site = web.TCPSite(self._runner, host or "0.0.0.0", self.config.port)
+        try:
+            await site.start()
+        except OSError as err:
+            raise RuntimeError(
+                f"cannot listen on {host or '0.0.0.0'}:{self.config.port}: {err} "
+                "(set GATEWAY_PORT to a free port, or 0)"
+            ) from None
+        port = int(self._runner.addresses[0][1])
+        advertised = host if host and host not in ("0.0.0.0", "::") else reachable_address()
+        if host and not _is_loopback(host) and host not in ("0.0.0.0", "::"):
+            try:  # local tools (and the admin routes) reach it on loopback too
+                await web.TCPSite(self._runner, "127.0.0.1", port).start()
+            except OSError as err:
+                logger.warning("cannot also listen on 127.0.0.1:%d: %s", port, err)
+        self.url = f"http://{advertised}:{port}"
+
+    def shutdown(self) -> None:
+        """Stop serving, close the engine connections, join the thread (idempotent)."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        if loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(self._stop(), loop)
+            try:
+                future.result(30)
+            except Exception as err:  # noqa: BLE001 - shutting down anyway
+                logger.warning("gateway shutdown: %s", err)
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(30)
+        loop.close()
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._engine is not None:
+            await self._engine.close()
+
+    # ------------------------------------------------------------------ sessions
+    def create_session(self, session_id: str, sampling_params: dict[str, Any] | None = None) -> str:
+        """Open a session and return the base URL its agent uses (ends in ``/v1``).
+
+        :param session_id: letters, digits and ``._:~-`` (it is a URL path segment).
+        :param sampling_params: the trainer's values (temperature, top_p, top_k,
+            max_new_tokens; also min_p, repetition_penalty); they win over the agent's.
+        :raises ValueError: bad id or params, or the session already exists.
+        """
+        if not isinstance(session_id, str) or not SESSION_ID.match(session_id):
+            raise ValueError(f"session id {session_id!r} must match {SESSION_ID.pattern}")
+        sampling = check_sampling_params(sampling_params)
+        if not self.url:
+            raise RuntimeError("gateway not started (call start(engine_url) first)")
+        with self._registry:
+            if session_id in self._sessions:
+                raise ValueError(f"session {session_id!r} already exists (delete it first)")
+            self._sessions[session_id] = _Session(session_id, sampling)
+        return f"{self.url}/sessions/{session_id}/v1"
+
+    def traces(self, session_id: str) -> list[CallTrace]:
+        """A copy of the session's traces in call order.
+
+        :raises KeyError: unknown or deleted session.
+        """
+        with self._registry:
+            session = self._sessions.get(session_id)
+            if session is None:
+                raise KeyError(f"unknown session {session_id!r}")
+            return list(session.traces)
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget a session (idempotent); later calls on its URL get 404."""
+        with self._registry:
+            session = self._sessions.pop(session_id, None)
+            if session is not None:
+                session.deleted = True
+
+    def _session(self, session_id: str) -> _Session | None:
+        with self._registry:
+            return self._sessions.get(session_id)
+
+    # ------------------------------------------------------------------ app
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024**2, middlewares=[self._admin_guard])
+        app.router.add_get("/health", self._health)
+        app.router.add_post("/sessions/{sid}/v1/chat/completions", self._chat)
+        app.router.add_get("/sessions/{sid}/v1/models", self._models)
+        app.router.add_post("/admin/sessions", self._admin_create)
+        app.router.add_delete("/admin/sessions/{sid}", self._admin_delete)
+        app.router.add_get("/admin/sessions/{sid}/traces", self._admin_traces)
+        return app
+
+    @web.middleware
+    async def _admin_guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Admin routes answer loopback peers only (the agent network must not create sessions)."""
+        if request.path.startswith("/admin") and not _is_loopback(request.remote):
+            return _json_error(403, "admin routes are only served to loopback clients", "permission_error")
+        return await handler(request)
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if self._session(request.match_info["sid"]) is None:
+            return self._unknown_session(request.match_info["sid"])
+        card = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "agentcore-slime"}
+        if self._context_length:
+            card["max_model_len"] = self._context_length
+        return web.json_response({"object": "list", "data": [card]})
+
+    def _unknown_session(self, sid: str) -> web.Response:
+        return _json_error(
+            404,
+            f"unknown session {sid!r} (sessions are created by the trainer's rollout)",
+            "invalid_request_error",
+            code="session_not_found",
+        )
+
+    async def _admin_create(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            base_url = self.create_session(str(body["session_id"]), body.get("sampling_params"))
+        except (ValueError, KeyError, TypeError) as err:
+            return _json_error(400, f"bad session request: {err}", "invalid_request_error")
+        return web.json_response({"session_id": body["session_id"], "base_url": base_url})
+
+    async def _admin_delete(self, request: web.Request) -> web.Response:
+        self.delete_session(request.match_info["sid"])
+        return web.json_response({"deleted": request.match_info["sid"]})
+
+    async def _admin_traces(self, request: web.Request) -> web.Response:
+        try:
+            traces = self.traces(request.match_info["sid"])
+        except KeyError:
+            return self._unknown_session(request.match_info["sid"])
+        return web.json_response([dataclasses.asdict(t) for t in traces])
+
+    # ------------------------------------------------------------------ chat
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        sid = request.match_info["sid"]
+        session = self._session(sid)
+        if session is None:
+            return self._unknown_session(sid)
+        try:
+            chat = parse_request(await request.read())
+            messages = normalize_messages(chat.messages)
+        except BadRequest as err:
+            return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
+        except RenderError as err:
+            return _json_error(400, str(err), "invalid_request_error", param="messages")
+        call = _Call(chat, messages, tools_key(chat.tools), time.perf_counter())
+        async with session.lock:
+            if session.deleted:
+                return self._unknown_session(sid)
+            return await self._serve_call(request, session, call)
+
+    async def _serve_call(self, request: web.Request, session: _Session, call: _Call) -> web.StreamResponse:
+        assert self._builder is not None and self._engine is not None
+        retry = session.last_request == (call.messages, call.tools_key)
+        base = session.chain_before if retry else session.chain
+        try:
+            prompt = self._builder.build(
+                call.messages, call.request.tools, base, self.config.cumulative_token_mode
+            )
+            params = self._sampling(session, call.request, len(prompt.token_ids))
+        except RenderError as err:
+            return _json_error(400, str(err), "invalid_request_error", param="messages")
+        except BadRequest as err:
+            return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
+        try:
+            result = await self._engine.generate(prompt.token_ids, params, routing_key=session.sid)
+        except EngineError as err:
+            logger.warning("session %s: engine call failed: %s", session.sid, err)
+            return _json_error(
+                502,
+                f"the policy engine failed: {err}",
+                "server_error",
+                code="engine_error",
+                retry=err.retryable,
+            )
+        message = parse_completion(
+            self._builder.renderer, result.output_ids, prompt.token_ids, call.request.tools
+        )
+        reply = Reply(
+            call.request.model or self.config.model_id,
+            message,
+            finish_reason(result.finish_type, message),
+            len(prompt.token_ids),
+            len(result.output_ids),
+        )
+        response = await self._write(request, reply, call.request)
+        if response is None:
+            return web.Response(
+                status=499
+            )  # the agent went away before the reply was written: nothing recorded
+        trace = CallTrace(
+            prompt_token_ids=prompt.token_ids,
+            completion_token_ids=result.output_ids,
+            logprobs=result.logprobs,
+            finish_reason=result.finish_type,  # type: ignore[arg-type]
+            messages=call.request.messages,
+            response_message=message,
+            token_mode=prompt.token_mode,  # type: ignore[arg-type]
+            session_id=session.sid,
+            engine_finish=result.finish,
+            sampling_params=params,
+            chain_break=prompt.chain_break,
+            latency_ms=(time.perf_counter() - call.started) * 1000,
+            weight_version=result.meta.get("weight_version"),
+        )
+        self._record(session, call, prompt.token_ids, result.output_ids, message, trace, retry)
+        return response
+
+    def _sampling(self, session: _Session, chat: ChatRequest, prompt_len: int) -> dict[str, Any]:
+        """Engine sampling params: the trainer's session values win; the agent may lower max tokens."""
+        params: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "top_k": -1}
+        params.update(chat.agent_sampling)
+        params.update({k: v for k, v in session.sampling.items() if k != "max_new_tokens"})
+        limits = [v for v in (session.sampling.get("max_new_tokens"), chat.max_tokens) if v]
+        max_new = min(limits) if limits else self.config.default_max_new_tokens
+        if self._context_length is not None:
+            room = self._context_length - prompt_len
+            if room < 1:
+                raise BadRequest(
+                    f"the prompt has {prompt_len} tokens; the model's context length is "
+                    f"{self._context_length} (shorten the conversation)",
+                    param="messages",
+                    code="context_length_exceeded",
+                )
+            max_new = min(max_new, room)
+        params["max_new_tokens"] = max_new
+        params["stop_token_ids"] = list(self._builder.stop_ids) if self._builder else []
+        if chat.stop:
+            params["stop"] = list(chat.stop)
+        params.update(
+            {"skip_special_tokens": False, "spaces_between_special_tokens": False, "no_stop_trim": True}
+        )
+        return params
+
+    async def _write(
+        self, request: web.Request, reply: Reply, chat: ChatRequest
+    ) -> web.StreamResponse | None:
+        """Write the reply; None when the client is gone (then nothing is recorded)."""
+        try:
+            if chat.stream:
+                response = web.StreamResponse(
+                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+                )
+                await response.prepare(request)
+                for event in reply.sse_events(chat.include_usage):
+                    await response.write(event)
+            else:
+                body = json.dumps(reply.completion(), ensure_ascii=False).encode()
+                response = web.StreamResponse(headers={"Content-Type": "application/json"})
+                response.content_length = len(body)
+                await response.prepare(request)
+                await response.write(body)
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            logger.info("client of a session went away before the reply was written")
+            return None
+        return response
+
+    def _record(
+        self,
+        session: _Session,
+        call: _Call,
+        prompt_ids: list[int],
+        completion_ids: list[int],
+        message: dict[str, Any],
+        trace: CallTrace,
+        retry: bool,
+    ) -> None:
+        """Append the trace (a client retry of the last call replaces it) and advance the chain."""
+        before = session.chain_before if retry else session.chain
+        if trace.chain_break:
+            session.chain_breaks += 1
+            logger.info("session %s: cumulative chain broken (%s)", session.sid, trace.chain_break)
+        with self._registry:
+            if session.deleted:
+                return
+            if retry and session.traces:
+                session.traces[-1] = trace
+            else:
+                session.traces.append(trace)
+        session.chain_before = before
+        session.chain = ChainState(prompt_ids, completion_ids, call.messages, message, call.tools_key)
+        session.last_request = (call.messages, call.tools_key)

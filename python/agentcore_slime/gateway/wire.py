@@ -1,0 +1,197 @@
+"""OpenAI chat-completions wire format: request validation, replies, SSE chunks, errors.
+
+Pure functions (no I/O) so they can be tested on their own. Reference: gateway-contract.md
+§3 (request/response shapes, SDK retry rules) and §9 (reply from a parsed completion).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_STOP_STRINGS = 32  # SGLang 0.5.23 limit
+
+
+class BadRequest(ValueError):
+    """A request the agent must fix: answered 400 with an OpenAI error body."""
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+        self.code = code
+
+
+@dataclass
+class ChatRequest:
+    """The parts of a chat-completions request the gateway uses."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    stream: bool = False
+    include_usage: bool = False
+    max_tokens: int | None = None
+    stop: list[str] = field(default_factory=list)
+    agent_sampling: dict[str, float] = field(default_factory=dict)
+    model: str = ""
+
+
+def _positive_int(body: dict[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"{key} must be a positive integer, got {value!r}", param=key)
+    return value
+
+
+def _number(body: dict[str, Any], key: str) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRequest(f"{key} must be a number, got {value!r}", param=key)
+    return float(value)
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list of message objects", param="messages")
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string role", param=f"messages[{i}]")
+    return messages
+
+
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    tools = body.get("tools")
+    if tools is None or tools == []:
+        return None  # strands always sends [] when the agent has no tools
+    if not isinstance(tools, list):
+        raise BadRequest("tools must be a list of {type: function, function: {...}} objects", param="tools")
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise BadRequest(
+                f"tools[{i}] must be {{type: function, function: {{name, ...}}}}", param=f"tools[{i}]"
+            )
+    if body.get("tool_choice") == "none":
+        return None  # render without tools: the model cannot call any
+    return tools
+
+
+def _stop(body: dict[str, Any]) -> list[str]:
+    stop = body.get("stop")
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise BadRequest("stop must be a non-empty string or a list of them", param="stop")
+    if len(stops) > MAX_STOP_STRINGS:
+        raise BadRequest(f"at most {MAX_STOP_STRINGS} stop strings are supported", param="stop")
+    return stops
+
+
+def parse_request(raw: bytes) -> ChatRequest:
+    """Validate a chat-completions body.
+
+    :raises BadRequest: with what is wrong and which field.
+    """
+    try:
+        body = json.loads(raw)
+    except ValueError as err:
+        raise BadRequest(f"request body is not valid JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    n = body.get("n", 1)
+    if n != 1:
+        raise BadRequest("only n=1 is supported (send one request per sample)", param="n")
+    max_tokens = _positive_int(body, "max_completion_tokens") or _positive_int(body, "max_tokens")
+    sampling = {k: v for k in ("temperature", "top_p", "top_k") if (v := _number(body, k)) is not None}
+    stream_options = body.get("stream_options") or {}
+    return ChatRequest(
+        messages=_messages(body),
+        tools=_tools(body),
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(isinstance(stream_options, dict) and stream_options.get("include_usage")),
+        max_tokens=max_tokens,
+        stop=_stop(body),
+        agent_sampling=sampling,
+        model=str(body.get("model") or ""),
+    )
+
+
+def error_body(
+    message: str, kind: str, *, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """An OpenAI error object."""
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def finish_reason(engine_finish: str, message: dict[str, Any]) -> str:
+    """OpenAI finish_reason: tool calls on a stop win, then length, else stop."""
+    if engine_finish == "length":
+        return "length"
+    return "tool_calls" if message.get("tool_calls") else "stop"
+
+
+@dataclass
+class Reply:
+    """Everything needed to write the reply in either mode."""
+
+    model: str
+    message: dict[str, Any]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+    def completion(self) -> dict[str, Any]:
+        """The non-streaming ``chat.completion`` object."""
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {"index": 0, "message": self.message, "finish_reason": self.finish_reason, "logprobs": None}
+            ],
+            "usage": self.usage,
+        }
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+
+    def sse_events(self, include_usage: bool) -> list[bytes]:
+        """SSE events for the whole reply (generated in full first, reference §9)."""
+        chunks = [self._chunk({"role": "assistant", "content": ""})]
+        if self.message.get("reasoning_content"):
+            chunks.append(self._chunk({"reasoning_content": self.message["reasoning_content"]}))
+        if self.message.get("content"):
+            chunks.append(self._chunk({"content": self.message["content"]}))
+        calls = self.message.get("tool_calls") or []
+        if calls:  # all calls in one chunk: splitting them made some clients merge parallel calls
+            chunks.append(self._chunk({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]}))
+        chunks.append(self._chunk({}, self.finish_reason))
+        if include_usage:
+            chunks.append({**self._chunk({}), "choices": [], "usage": self.usage})
+        events = [b"data: " + json.dumps(c, ensure_ascii=False).encode() + b"\n\n" for c in chunks]
+        return [*events, b"data: [DONE]\n\n"]
