@@ -33,6 +33,7 @@ class GatewayConfig:
     :param engine_retry_backoff: first retry delay (s), doubled per attempt.
     :param engine_timeout: read timeout (s) for one completion.
     :param default_max_new_tokens: completion cap when neither the session nor the agent set one.
+    :param engine_health_attempts: ``GET /health`` tries (1 s apart) before ``start`` gives up.
     """
 
     model_dir: str
@@ -49,6 +50,7 @@ class GatewayConfig:
     engine_retry_backoff: float = 0.5
     engine_timeout: float = 900.0
     default_max_new_tokens: int = 4096
+    engine_health_attempts: int = 10
 
     def __post_init__(self) -> None:
         if not self.model_dir:

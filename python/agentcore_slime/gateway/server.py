@@ -184,7 +184,7 @@ class Gateway:
             read_timeout=self.config.engine_timeout,
         )
         await self._engine.open()
-        await self._engine.health()
+        await self._engine.health(attempts=self.config.engine_health_attempts)
         if self._context_length is None:
             self._context_length = await self._engine_context_length()
         access = logging.getLogger(f"{PACKAGE_LOGGER}.access")
@@ -401,11 +401,6 @@ class Gateway:
             len(prompt.token_ids),
             len(result.output_ids),
         )
-        response = await self._write(request, reply, call.request)
-        if response is None:
-            return web.Response(
-                status=499
-            )  # the agent went away before the reply was written: nothing recorded
         trace = CallTrace(
             prompt_token_ids=prompt.token_ids,
             completion_token_ids=result.output_ids,
@@ -421,7 +416,13 @@ class Gateway:
             latency_ms=(time.perf_counter() - call.started) * 1000,
             weight_version=result.meta.get("weight_version"),
         )
-        self._record(session, call, prompt.token_ids, result.output_ids, message, trace, retry)
+        # Recorded just before the last bytes go out, so a trainer reading right after the
+        # agent got its reply sees the trace; undone if the agent went away meanwhile.
+        undo = self._record(session, call, message, trace, retry)
+        response = await self._write(request, reply, call.request)
+        if response is None:
+            undo()
+            return web.Response(status=499)
         return response
 
     def _sampling(self, session: _Session, chat: ChatRequest, prompt_len: int) -> dict[str, Any]:
@@ -475,27 +476,37 @@ class Gateway:
         return response
 
     def _record(
-        self,
-        session: _Session,
-        call: _Call,
-        prompt_ids: list[int],
-        completion_ids: list[int],
-        message: dict[str, Any],
-        trace: CallTrace,
-        retry: bool,
-    ) -> None:
-        """Append the trace (a client retry of the last call replaces it) and advance the chain."""
-        before = session.chain_before if retry else session.chain
-        if trace.chain_break:
-            session.chain_breaks += 1
-            logger.info("session %s: cumulative chain broken (%s)", session.sid, trace.chain_break)
+        self, session: _Session, call: _Call, message: dict[str, Any], trace: CallTrace, retry: bool
+    ) -> Callable[[], None]:
+        """Append the trace (a client retry of the last call replaces it), advance the chain.
+
+        :returns: a function that undoes exactly this (the reply could not be delivered).
+        """
+        saved = (session.chain, session.chain_before, session.last_request)
         with self._registry:
             if session.deleted:
-                return
-            if retry and session.traces:
+                return lambda: None
+            replaced = session.traces[-1] if retry and session.traces else None
+            if replaced is not None:
                 session.traces[-1] = trace
             else:
                 session.traces.append(trace)
-        session.chain_before = before
-        session.chain = ChainState(prompt_ids, completion_ids, call.messages, message, call.tools_key)
+        session.chain_before = session.chain_before if retry else session.chain
+        session.chain = ChainState(
+            trace.prompt_token_ids, trace.completion_token_ids, call.messages, message, call.tools_key
+        )
         session.last_request = (call.messages, call.tools_key)
+        if trace.chain_break:
+            session.chain_breaks += 1
+            logger.info("session %s: cumulative chain broken (%s)", session.sid, trace.chain_break)
+
+        def undo() -> None:
+            logger.info("session %s: reply not delivered, call not recorded", session.sid)
+            session.chain, session.chain_before, session.last_request = saved
+            with self._registry:
+                if session.traces and session.traces[-1] is trace:
+                    session.traces.pop()
+                    if replaced is not None:
+                        session.traces.append(replaced)
+
+        return undo

@@ -1,11 +1,22 @@
-"""Fixtures for the gateway tests: the toy tokenizer directory and its loaded tokenizer."""
+"""Fixtures for the gateway tests: the toy model dir, a scripted engine, a running gateway.
+
+Stand-ins: the toy tokenizer (fakes.toy_tokenizer) replaces a Qwen2.5-Instruct checkpoint
+and the scripted server (fakes.sglang_server) replaces SGLang; everything else (renderers,
+transformers, aiohttp, the openai SDK, strands) is the real code over real loopback HTTP.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from agentcore_slime.gateway import Gateway, GatewayConfig
+from fakes.sglang_server import FakeSGLang, Policy, text_policy
 from fakes.toy_tokenizer import build_toy_tokenizer
 
 
@@ -21,3 +32,75 @@ def tokenizer(model_dir: Path) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(model_dir))
+
+
+@dataclass
+class Script:
+    """Replies the scripted engine gives, in order (a callable gets the prompt text)."""
+
+    replies: list[str | Callable[[str], str]] = field(default_factory=list)
+
+    def respond(self, prompt: str) -> str:
+        if not self.replies:
+            raise AssertionError("the engine was called more often than the test scripted")
+        reply = self.replies.pop(0)
+        return reply(prompt) if callable(reply) else reply
+
+
+def tool_call_text(name: str, arguments: dict[str, Any], content: str = "") -> str:
+    """What a Qwen2.5 model samples for a tool call (the chat template's own format)."""
+    call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return (
+        f"{content}\n<tool_call>\n{call}\n</tool_call>" if content else f"<tool_call>\n{call}\n</tool_call>"
+    )
+
+
+ADD_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
+
+@dataclass
+class Stand:
+    """A running scripted engine + gateway."""
+
+    gateway: Gateway
+    engine: FakeSGLang
+    script: Script
+
+
+@pytest.fixture
+def make_stand(model_dir: Path, tokenizer: Any) -> Iterator[Callable[..., Stand]]:
+    """Factory: ``make_stand(policy=None, fake_kwargs..., **config_overrides)`` -> Stand."""
+    started: list[Stand] = []
+
+    def make(policy: Policy | None = None, fake: dict[str, Any] | None = None, **overrides: Any) -> Stand:
+        script = Script()
+        engine = FakeSGLang(
+            policy or text_policy(tokenizer, script.respond), tokenizer=tokenizer, **(fake or {})
+        )
+        engine.start()
+        config = {"host": "127.0.0.1", "port": 0, "engine_retry_backoff": 0.01, **overrides}
+        gateway = Gateway(GatewayConfig(str(model_dir), **config))
+        try:
+            gateway.start(engine.url)
+        except BaseException:
+            engine.stop()
+            raise
+        stand = Stand(gateway, engine, script)
+        started.append(stand)
+        return stand
+
+    yield make
+    for stand in started:
+        stand.gateway.shutdown()
+        stand.engine.stop()
