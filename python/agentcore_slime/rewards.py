@@ -1,0 +1,108 @@
+"""Episode-level reward post-processing (slime's ``--custom-reward-post-process-path``).
+
+slime calls ``normalize_episode_rewards(args, samples)`` with the flattened Samples of
+a training step and expects ``(raw_rewards, rewards)``, one float per sample. A
+multi-turn episode may produce several Samples (one per prefix-extending segment);
+slime's default normalisation would count such an episode several times and assumes
+fixed-size groups by position. Here an episode is counted once: samples are grouped
+into episodes by ``(group_index, session id)``, one reward per episode is normalised
+within its group, and the result is written back to every sample of the episode.
+
+``reward_postprocessing`` (toolkit.yaml, env ``REWARD_POSTPROCESSING``):
+
+- ``grpo`` (default): subtract the group mean; with ``args.grpo_std_normalization``
+  (slime's default) divide by the unbiased std + 1e-6, as slime does. A group with a
+  single episode, or whose rewards are all equal, gets 0.
+- ``identity``: the raw reward.
+
+Padding samples (added only to satisfy slime's batch split) keep 0 and belong to no
+group. The module is torch-free: it works on Python floats.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from agentcore_slime._samples import is_padding, shim_info
+
+MODES = ("grpo", "identity")
+_EPS = 1e-6
+
+
+def _mode(args: Any) -> str:
+    value = getattr(args, "reward_postprocessing", None) or os.environ.get("REWARD_POSTPROCESSING") or "grpo"
+    if value not in MODES:
+        raise ValueError(
+            f"reward_postprocessing: {value!r} is not one of {', '.join(MODES)} "
+            "(set reward_postprocessing in runs/<EXP_ID>/toolkit.yaml or REWARD_POSTPROCESSING)"
+        )
+    return str(value)
+
+
+def _raw_reward(args: Any, sample: Any, position: int) -> float:
+    value = sample.get_reward_value(args) if hasattr(sample, "get_reward_value") else sample.reward
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"sample {position} (session {getattr(sample, 'session_id', None)}) has reward {value!r}; "
+            "every sample needs a numeric reward (is --reward-key set to a key the reward dict has?)"
+        )
+    return float(value)
+
+
+def _episode_key(sample: Any, position: int) -> tuple[Any, str]:
+    session = getattr(sample, "session_id", None) or shim_info(sample).get("session_id")
+    return sample.group_index, session if session else f"#sample-{position}"
+
+
+def group_normalize(values: Sequence[float], *, std_normalization: bool) -> list[float]:
+    """GRPO advantages of one group: mean-centred, optionally divided by std + 1e-6.
+
+    :param values: one reward per episode of the group.
+    :param std_normalization: divide by the unbiased (n-1) std + 1e-6, as slime does.
+    """
+    n = len(values)
+    if n < 2 or min(values) == max(values):
+        return [0.0] * n
+    mean = math.fsum(values) / n
+    centred = [v - mean for v in values]
+    if not std_normalization:
+        return centred
+    std = math.sqrt(math.fsum(c * c for c in centred) / (n - 1))
+    return [c / (std + _EPS) for c in centred]
+
+
+def normalize_episode_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:
+    """Normalise one reward per episode within its group; write it to all its samples.
+
+    :param args: slime's args (``reward_postprocessing``, ``grpo_std_normalization``,
+        ``reward_key``).
+    :param samples: the step's flattened Samples.
+    :returns: ``(raw_rewards, rewards)``, each one float per sample.
+    """
+    mode = _mode(args)
+    std_normalization = bool(getattr(args, "grpo_std_normalization", True))
+    raw = [0.0] * len(samples)
+    episodes: dict[tuple[Any, str], list[int]] = {}
+    for position, sample in enumerate(samples):
+        if is_padding(sample):
+            continue
+        raw[position] = _raw_reward(args, sample, position)
+        episodes.setdefault(_episode_key(sample, position), []).append(position)
+
+    rewards = [0.0] * len(samples)
+    groups: dict[Any, list[tuple[Any, str]]] = {}
+    for key in episodes:
+        groups.setdefault(key[0], []).append(key)
+    for keys in groups.values():
+        values = [raw[episodes[key][0]] for key in keys]
+        if mode == "identity":
+            normalized = values
+        else:
+            normalized = group_normalize(values, std_normalization=std_normalization)
+        for key, value in zip(keys, normalized, strict=True):
+            for position in episodes[key]:
+                rewards[position] = value
+    return raw, rewards

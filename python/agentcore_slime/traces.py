@@ -1,0 +1,171 @@
+"""Merge an episode's per-call gateway traces into prefix-extending slime Samples.
+
+An agent episode is a sequence of chat calls. When each call's prompt starts with the
+previous call's prompt + completion, the whole run is one training sequence: the first
+call's prompt is the prompt, and the response is every completion (trained: loss 1,
+the engine's logprobs) separated by the *bridge* tokens the next call added (tool
+results, the next user turn, template glue: loss 0, logprob 0). Where a call's prompt
+does not extend the running sequence, a new segment (a new Sample) starts.
+
+Cost is linear in the episode's tokens for calls the gateway marks ``bridged`` (the
+gateway built that prompt by extending the previous call's prompt + completion, so
+only the previous completion's positions need comparing). Calls marked ``rendered``
+were re-rendered from messages and are compared over the whole running sequence,
+because a re-render can change tokens anywhere (a date in the system prompt, reasoning
+stripped from old turns); that comparison is one C-level list compare per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentcore_slime._samples import KIND_EPISODE, with_info
+from agentcore_slime.gateway.trace import CallTrace
+
+# Number of spot checks of the older prefix for bridged calls (constant cost per call).
+_PROBES = 8
+
+
+@dataclass
+class Segment:
+    """One prefix-extending run of calls, ready to become a slime Sample.
+
+    :param tokens: prompt + response ids.
+    :param prompt_length: number of prompt ids at the start of ``tokens``.
+    :param loss_mask: one entry per response id: 1 sampled, 0 bridge.
+    :param logprobs: one entry per response id: the engine's logprob, 0.0 for bridge ids.
+    :param finish_reason: the finish reason of the segment's last call.
+    :param calls: indices (in the episode's trace list) of the calls in this segment.
+    :param texts: the assistant texts of the calls, for ``Sample.response``.
+    """
+
+    tokens: list[int]
+    prompt_length: int
+    loss_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "stop"
+    calls: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    _last_prompt_length: int = 0
+
+    @property
+    def response_length(self) -> int:
+        return len(self.tokens) - self.prompt_length
+
+    @property
+    def sampled_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+def _extends(segment: Segment, trace: CallTrace) -> bool:
+    """Whether ``trace``'s prompt starts with the segment's running sequence."""
+    prompt, seq = trace.prompt_token_ids, segment.tokens
+    end = len(seq)
+    if len(prompt) < end:
+        return False
+    if trace.token_mode != "bridged":
+        return prompt[:end] == seq
+    start = segment._last_prompt_length
+    if prompt[start:end] != seq[start:end]:
+        return False
+    if start == 0:
+        return True
+    step = max(1, start // _PROBES)
+    return all(prompt[i] == seq[i] for i in range(0, start, step)) and prompt[start - 1] == seq[start - 1]
+
+
+def _append_call(segment: Segment, index: int, trace: CallTrace) -> None:
+    segment.tokens.extend(trace.completion_token_ids)
+    segment.loss_mask.extend([1] * len(trace.completion_token_ids))
+    segment.logprobs.extend(trace.logprobs)
+    segment.finish_reason = trace.finish_reason
+    segment.calls.append(index)
+    content = trace.response_message.get("content") if trace.response_message else None
+    if isinstance(content, str):
+        segment.texts.append(content)
+
+
+def merge_traces(traces: Sequence[CallTrace]) -> list[Segment]:
+    """Split an episode's calls into prefix-extending segments.
+
+    Segments without a prompt token or without a sampled token are dropped: they carry
+    nothing to train on and would break slime's invariants.
+
+    :param traces: the session's calls in call order (``Gateway.traces``).
+    :returns: the segments in call order.
+    """
+    segments: list[Segment] = []
+    current: Segment | None = None
+    for index, trace in enumerate(traces):
+        prompt = trace.prompt_token_ids
+        if current is not None and _extends(current, trace):
+            bridge = len(prompt) - len(current.tokens)
+            current.tokens.extend(prompt[len(current.tokens) :])
+            current.loss_mask.extend([0] * bridge)
+            current.logprobs.extend([0.0] * bridge)
+        else:
+            current = Segment(tokens=list(prompt), prompt_length=len(prompt))
+            segments.append(current)
+        current._last_prompt_length = len(prompt)
+        _append_call(current, index, trace)
+    return [s for s in segments if s.prompt_length >= 1 and s.sampled_tokens >= 1]
+
+
+def _status_for(sample_cls: type, finish_reason: str) -> Any:
+    status = sample_cls.Status  # type: ignore[attr-defined]
+    return {"length": status.TRUNCATED, "abort": status.ABORTED}.get(finish_reason, status.COMPLETED)
+
+
+def merge_traces_to_samples(
+    traces: Sequence[CallTrace],
+    template: Any,
+    *,
+    session_id: str,
+    reward: float,
+    rollout_id: int,
+    extra_info: dict[str, Any] | None = None,
+) -> list[Any]:
+    """Turn an episode's traces into slime Samples, one per prefix-extending segment.
+
+    :param traces: the session's calls in call order.
+    :param template: the data-source Sample of this episode (group, index, prompt,
+        label and metadata are carried over; its class is used for the new Samples).
+    :param session_id: the episode's session id (``Sample.session_id`` and metadata).
+    :param reward: the episode's raw reward, set on every segment.
+    :param rollout_id: slime's rollout id, the same for every segment of the episode.
+    :param extra_info: more fields for the shim's metadata record.
+    :returns: the Samples (empty when no segment has a sampled token).
+    """
+    sample_cls = type(template)
+    segments = merge_traces(traces)
+    samples = []
+    for number, segment in enumerate(segments):
+        info = {
+            "kind": KIND_EPISODE,
+            "session_id": session_id,
+            "segment": number,
+            "segments": len(segments),
+            "calls": list(segment.calls),
+            **(extra_info or {}),
+        }
+        samples.append(
+            sample_cls(
+                group_index=template.group_index,
+                index=template.index,
+                rollout_id=rollout_id,
+                prompt=template.prompt,
+                label=template.label,
+                tokens=segment.tokens,
+                response="".join(segment.texts),
+                response_length=segment.response_length,
+                loss_mask=segment.loss_mask,
+                rollout_log_probs=segment.logprobs,
+                reward=float(reward),
+                status=_status_for(sample_cls, segment.finish_reason),
+                metadata=with_info(template.metadata, info),
+                session_id=session_id,
+            )
+        )
+    return samples

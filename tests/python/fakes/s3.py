@@ -1,0 +1,93 @@
+"""A real local S3 server for tests: moto's ``ThreadedMotoServer`` on 127.0.0.1:<free port>.
+
+boto3 reaches it unchanged through ``AWS_ENDPOINT_URL_S3`` (the service-specific
+endpoint variable; never the global ``AWS_ENDPOINT_URL``, which would redirect every
+service). :func:`s3_env` sets that variable, dummy credentials and the region, so the
+production code path (``boto3.client("s3")``, list/get/put over HTTP) is exercised as is.
+
+Usage in a conftest::
+
+    from fakes.s3 import LocalS3
+
+    @pytest.fixture(scope="session")
+    def local_s3():
+        with LocalS3() as server:
+            yield server
+
+    @pytest.fixture
+    def s3_bucket(local_s3, monkeypatch):
+        for key, value in local_s3.env().items():
+            monkeypatch.setenv(key, value)
+        return local_s3.create_bucket()
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+REGION = "us-west-2"
+
+
+class LocalS3:
+    """moto in server mode on loopback.
+
+    :param region: the region used for clients and bucket creation.
+    """
+
+    def __init__(self, region: str = REGION) -> None:
+        self.region = region
+        self.url = ""
+        self._server: Any = None
+
+    def start(self) -> str:
+        """Start the server; returns its url ``http://127.0.0.1:<port>``."""
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.url = f"http://{host}:{port}"
+        return self.url
+
+    def stop(self) -> None:
+        """Stop the server (idempotent)."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def env(self) -> dict[str, str]:
+        """Environment that points boto3's S3 clients at this server, with dummy credentials."""
+        return {
+            "AWS_ENDPOINT_URL_S3": self.url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+        }
+
+    def client(self) -> Any:
+        """A boto3 S3 client for this server (independent of the process environment)."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            region_name=self.region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """Create a bucket (a fresh random name by default) and return its name."""
+        bucket = name or f"test-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": self.region})
+        return bucket
+
+    def __enter__(self) -> LocalS3:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
