@@ -10,10 +10,9 @@ import socket
 import httpx
 import openai
 import pytest
-from aiohttp.test_utils import make_mocked_request
-
 from agentcore_slime.gateway import Gateway, GatewayConfig
 from agentcore_slime.gateway.server import _is_loopback
+from aiohttp.test_utils import make_mocked_request
 
 
 def _chat(base: str, body: object, **kw) -> httpx.Response:

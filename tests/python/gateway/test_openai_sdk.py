@@ -11,9 +11,8 @@ import json
 
 import openai
 import pytest
-from conftest import ADD_TOOL, tool_call_text
-
 from fakes.sglang_server import fake_logprob
+from gateway_helpers import ADD_TOOL, tool_call_text
 
 
 def _client(base_url: str) -> openai.OpenAI:
