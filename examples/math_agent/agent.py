@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+# Summary: the example GSM8K math agent for Amazon Bedrock AgentCore Runtime (ACR)
+# Usage: agent.py [--host HOST] [--port PORT]
+#
+#   --host HOST   address to listen on (default: 0.0.0.0 in a container, else 127.0.0.1)
+#   --port PORT   port to listen on (default: 8080, the port ACR calls)
+"""The example math agent: a Strands agent with a calculator, scored by exact match.
+
+Built on agentcore-rl-toolkit's ``AgentCoreRLApp``: the trainer invokes it with the dataset row's
+``metadata`` (``{"prompt": ..., "answer": ...}``) plus a ``_rollout`` dict (``exp_id``, ``input_id``,
+``s3_bucket``, ``base_url``, ``model_id``, ``sampling_params``). The app answers at once; in the
+background the agent solves the problem by talking to the policy model at ``_rollout.base_url``
+(the training gateway, OpenAI-compatible) and the returned ``{"rewards": ...}`` is written to
+``s3://{s3_bucket}/{exp_id}/{input_id}/{session_id}.json`` by the app.
+
+Run it locally for debugging (then set ``AGENT_URL=http://127.0.0.1:8080`` in the env file)::
+
+    python examples/math_agent/agent.py --port 8080
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import grading
+from calculator import calculator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = (
+    "You are a careful math tutor. Solve the problem step by step. Use the calculator tool for "
+    "every arithmetic step. Finish with the final numeric answer written as \\boxed{N}."
+)
+
+# Request parameters the OpenAI chat API accepts as keyword arguments; anything else in
+# _rollout.sampling_params (e.g. top_k) is forwarded in the request body through extra_body.
+OPENAI_CHAT_PARAMS = frozenset({
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "seed", "n",
+    "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias",
+})
+
+
+class RolloutSettings(BaseModel):
+    """The ``_rollout`` keys the agent itself reads (the app reads exp_id/input_id/s3_bucket).
+
+    :param base_url: OpenAI-compatible base URL including ``/v1`` (the gateway's session URL).
+    :param model_id: the ``model`` name to send.
+    :param sampling_params: OpenAI request parameters merged into every chat request.
+    :param api_key: optional; the gateway ignores it.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    base_url: StrictStr = Field(pattern=r"^https?://")
+    model_id: StrictStr = Field(min_length=1)
+    sampling_params: dict[str, Any] = Field(default_factory=dict)
+    api_key: StrictStr | None = None
+
+
+class MathRequest(BaseModel):
+    """The invocation payload: a GSM8K row's metadata plus ``_rollout``.
+
+    ``prompt`` must be a string: a Strands content block (e.g. ``toolUse``) in its place would let
+    a caller dispatch a tool directly, so anything else is rejected before the agent runs.
+
+    :param prompt: the question.
+    :param answer: the reference final number (string, or an integer in hand-written data).
+    :param rollout: the ``_rollout`` settings.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: StrictStr = Field(min_length=1)
+    answer: StrictStr | StrictInt
+    rollout: RolloutSettings = Field(alias="_rollout")
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_is_a_number(cls, value: str | int) -> str:
+        text = str(value)
+        if grading.to_decimal(text) is None:
+            raise ValueError(f"answer {text!r} is not a number (prepare data with examples/prepare_gsm8k.py)")
+        return text
+
+
+def parse_request(payload: Any) -> MathRequest:
+    """Validate the payload, with an error message that names every bad field.
+
+    :param payload: the decoded invocation body.
+    :raises ValueError: when the payload is not a valid math request.
+    """
+    if not isinstance(payload, dict):
+        raise ValueError(f"payload must be a JSON object, got {type(payload).__name__}")
+    try:
+        return MathRequest.model_validate(payload)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}" for e in err.errors()
+        )
+        raise ValueError(f"invalid math agent payload: {problems}") from None
+
+
+def model_params(sampling_params: dict[str, Any]) -> dict[str, Any]:
+    """Split trainer sampling params into OpenAI keyword arguments plus ``extra_body`` for the rest.
+
+    :param sampling_params: ``_rollout.sampling_params`` as the trainer sent them.
+    """
+    params = {k: v for k, v in sampling_params.items() if k in OPENAI_CHAT_PARAMS}
+    extra = {k: v for k, v in sampling_params.items() if k not in OPENAI_CHAT_PARAMS}
+    if extra:
+        params["extra_body"] = extra
+    return params
+
+
+def build_agent(settings: RolloutSettings) -> Any:
+    """A fresh Strands agent talking to the policy model through the rollout's base URL.
+
+    :param settings: the validated ``_rollout`` settings.
+    """
+    from strands import Agent
+    from strands.models.openai import OpenAIModel
+
+    model = OpenAIModel(
+        client_args={"base_url": settings.base_url, "api_key": settings.api_key or "EMPTY"},
+        model_id=settings.model_id,
+        params=model_params(settings.sampling_params),
+    )
+    return Agent(model=model, tools=[calculator], system_prompt=SYSTEM_PROMPT, callback_handler=None)
+
+
+def count_tool_calls(messages: Sequence[dict[str, Any]]) -> int:
+    """Number of tool calls the model made in a Strands conversation.
+
+    :param messages: ``agent.messages``.
+    """
+    return sum(1 for m in messages if m.get("role") == "assistant" for block in m.get("content", [])
+               if "toolUse" in block)
+
+
+async def solve(payload: dict[str, Any]) -> dict[str, Any]:
+    """Handle one rollout: validate, run the agent, score its final answer.
+
+    :param payload: the invocation body (row metadata + ``_rollout``).
+    :returns: ``{"rewards": 1.0 | 0.0, "predicted": ..., "answer": ..., "metrics": {...}}``.
+    """
+    request = parse_request(payload)
+    agent = build_agent(request.rollout)
+    result = await agent.invoke_async(request.prompt)
+    final_text = str(result)
+    reward = grading.score(final_text, str(request.answer))
+    turns = sum(1 for m in agent.messages if m.get("role") == "assistant")
+    return {
+        "rewards": reward,
+        "predicted": grading.extract_final_number(final_text),
+        "answer": str(request.answer),
+        "metrics": {"turns": turns, "tool_calls": count_tool_calls(agent.messages)},
+    }
+
+
+def create_app() -> Any:
+    """Build the ACR app with the rollout entrypoint registered.
+
+    The app creates its S3 client here, so ``AWS_ENDPOINT_URL_S3`` and credentials must be set
+    before this is called (tests point it at a local moto server this way).
+    """
+    from agentcore_rl_toolkit import AgentCoreRLApp
+
+    app = AgentCoreRLApp()
+
+    @app.rollout_entrypoint
+    async def invoke(payload: dict[str, Any]) -> dict[str, Any]:
+        return await solve(payload)
+
+    return app
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the agent (``POST /invocations``, ``GET /ping``) until interrupted."""
+    parser = argparse.ArgumentParser(prog="agent.py", description="Serve the example math agent.")
+    parser.add_argument("--host", default=None, help="listen address (default: auto, like ACR)")
+    parser.add_argument("--port", type=int, default=8080, help="listen port (default: %(default)s)")
+    options = parser.parse_args(argv)
+    if not 0 < options.port < 65536:
+        parser.error(f"--port must be between 1 and 65535, got {options.port}")
+    create_app().run(port=options.port, host=options.host)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

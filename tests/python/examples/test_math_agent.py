@@ -1,0 +1,211 @@
+"""The example math agent served over HTTP, against a scripted OpenAI-compatible model and moto S3.
+
+Real parts: the agent module, agentcore-rl-toolkit's ``AgentCoreRLApp`` served by uvicorn (as
+``app.run`` serves it), Strands with its OpenAI model (the ``openai`` SDK, streamed SSE), botocore
+writing the result to a moto S3 server on loopback through ``AWS_ENDPOINT_URL_S3``. Stand-in: the
+policy model is a scripted OpenAI chat-completions SSE server (aiohttp) that first calls the
+calculator and then answers with the tool's result (or a wrong one), so the reward checked here
+is computed from what really flowed through the tool.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import agent as math_agent
+import boto3
+import httpx
+import pytest
+from aiohttp import web
+from fakes.acr_dataplane import AgentServer, ThreadedAiohttpServer
+from moto.server import ThreadedMotoServer
+
+BUCKET = "rl-results"
+SID = "sess-00000000-0000-0000-0000-000000000001"
+QUESTION = "A baker makes 12 trays of muffins with 18 muffins on each tray. How many muffins?"
+
+
+@dataclass
+class ScriptedLLM:
+    """OpenAI chat-completions (streaming) stand-in: tool call first, then an answer.
+
+    :param expression: the calculator expression to request on the first turn.
+    :param wrong: answer with the tool result plus one instead of the result.
+    """
+
+    expression: str = "12 * 18"
+    wrong: bool = False
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    auth: list[str] = field(default_factory=list)
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        return app
+
+    def _delta(self, body: dict) -> tuple[dict, str]:
+        tool_results = [m for m in body["messages"] if m["role"] == "tool"]
+        if not tool_results:
+            arguments = json.dumps({"expression": self.expression})
+            call = {"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": "calculator", "arguments": arguments}}
+            return {"role": "assistant", "tool_calls": [call]}, "tool_calls"
+        content = tool_results[-1]["content"]
+        text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+        value = int(text) + (1 if self.wrong else 0)
+        return {"role": "assistant", "content": f"12 trays of 18 is {value}. \\boxed{{{value}}}"}, "stop"
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(body)
+        self.auth.append(request.headers.get("Authorization", ""))
+        delta, finish = self._delta(body)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": body["model"]}
+        for choice in ({"index": 0, "delta": delta, "finish_reason": None},
+                       {"index": 0, "delta": {}, "finish_reason": finish}):
+            await response.write(f"data: {json.dumps({**base, 'choices': [choice]})}\n\n".encode())
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        await response.write(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        return response
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    client = boto3.client("s3")
+    client.create_bucket(Bucket=BUCKET)
+    yield client
+    for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        client.delete_object(Bucket=BUCKET, Key=item["Key"])
+    client.delete_bucket(Bucket=BUCKET)
+
+
+@pytest.fixture
+def agent_url(s3: Any) -> Iterator[str]:
+    with AgentServer(math_agent.create_app()) as server:
+        yield server.url
+
+
+def _serve_llm(llm: ScriptedLLM) -> ThreadedAiohttpServer:
+    server = ThreadedAiohttpServer(llm.app(), name="scripted-llm")
+    server.start()
+    return server
+
+
+def _payload(llm_url: str, **overrides: Any) -> dict[str, Any]:
+    rollout = {"exp_id": "math-test", "input_id": "input-1", "s3_bucket": BUCKET,
+               "base_url": f"{llm_url}/v1", "model_id": "policy",
+               "sampling_params": {"temperature": 0.7, "max_tokens": 256, "top_k": 20}}
+    payload = {"prompt": QUESTION, "answer": "216", "_rollout": rollout}
+    payload.update(overrides)
+    return payload
+
+
+def _invoke(agent_url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    reply = httpx.post(f"{agent_url}/invocations", json=payload, timeout=10,
+                       headers={"X-Amzn-Bedrock-AgentCore-Runtime-Session-Id": SID})
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def _wait_for_result(s3: Any, key: str, timeout: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return json.loads(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+        except s3.exceptions.NoSuchKey:
+            time.sleep(0.05)
+    raise AssertionError(f"no result at s3://{BUCKET}/{key} after {timeout}s")
+
+
+@pytest.mark.parametrize(("wrong", "reward", "predicted"), [(False, 1.0, "216"), (True, 0.0, "217")])
+def test_rollout_writes_the_reward_to_s3(s3: Any, agent_url: str, wrong: bool, reward: float,
+                                         predicted: str) -> None:
+    llm = ScriptedLLM(wrong=wrong)
+    server = _serve_llm(llm)
+    try:
+        reply = _invoke(agent_url, _payload(server.url))
+        key = f"math-test/input-1/{SID}.json"
+        assert reply == {"status": "processing", "s3_bucket": BUCKET, "result_key": key}
+        result = _wait_for_result(s3, key)
+    finally:
+        server.stop()
+    assert result["status_code"] == 200
+    assert (result["rewards"], result["predicted"], result["answer"]) == (reward, predicted, "216")
+    assert result["metrics"] == {"turns": 2, "tool_calls": 1}
+    first, second = llm.requests
+    assert first["model"] == "policy" and first["stream"] is True
+    assert (first["temperature"], first["max_tokens"], first["top_k"]) == (0.7, 256, 20)
+    assert [t["function"]["name"] for t in first["tools"]] == ["calculator"]
+    assert first["messages"][0]["role"] == "system"
+    assert second["messages"][-1]["role"] == "tool"
+    assert llm.auth == ["Bearer EMPTY", "Bearer EMPTY"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"prompt": {"toolUse": {"name": "calculator"}}}, "prompt: Input should be a valid string"),
+        ({"answer": "two hundred"}, "answer: Value error, answer 'two hundred' is not a number"),
+        ({"answer": None}, "answer"),
+    ],
+)
+def test_invalid_payload_is_an_error_result_and_the_model_is_never_called(
+        s3: Any, agent_url: str, overrides: dict[str, Any], message: str) -> None:
+    llm = ScriptedLLM()
+    server = _serve_llm(llm)
+    try:
+        reply = _invoke(agent_url, _payload(server.url, **overrides))
+        result = _wait_for_result(s3, reply["result_key"])
+    finally:
+        server.stop()
+    assert result["status_code"] == 500
+    assert "invalid math agent payload" in result["stop_reason"]
+    assert message in result["stop_reason"]
+    assert llm.requests == []
+
+
+def test_parse_request_names_each_bad_rollout_field() -> None:
+    payload = {"prompt": "q", "answer": 3, "_rollout": {"base_url": "localhost:9090", "model_id": ""}}
+    with pytest.raises(ValueError) as caught:
+        math_agent.parse_request(payload)
+    text = str(caught.value)
+    assert "_rollout.base_url: String should match pattern" in text
+    assert "_rollout.model_id: String should have at least 1 character" in text
+    with pytest.raises(ValueError, match="_rollout: Field required"):
+        math_agent.parse_request({"prompt": "q", "answer": "3"})
+    with pytest.raises(ValueError, match="payload must be a JSON object"):
+        math_agent.parse_request(["q"])
+
+
+def test_parse_request_accepts_integer_answers_and_extra_keys() -> None:
+    request = math_agent.parse_request({"prompt": "q", "answer": 3, "source": "mine",
+                                        "_rollout": {"base_url": "http://h:1/v1", "model_id": "m",
+                                                     "exp_id": "e", "input_id": "i", "s3_bucket": "b"}})
+    assert (request.answer, request.rollout.model_id, request.rollout.sampling_params) == ("3", "m", {})
+
+
+def test_model_params_forward_non_openai_keys_in_extra_body() -> None:
+    params = math_agent.model_params({"temperature": 1.0, "top_p": 0.9, "top_k": 20, "max_tokens": 8})
+    assert params == {"temperature": 1.0, "top_p": 0.9, "max_tokens": 8, "extra_body": {"top_k": 20}}
+    assert math_agent.model_params({"temperature": 1.0}) == {"temperature": 1.0}
