@@ -99,7 +99,8 @@ def _run(argv: list[str]) -> int:
         run_dir = Path(tempfile.mkdtemp(prefix=f"toolkit-{config['EXP_ID']}-"))
     else:
         run_dir = runs_dir / str(config["EXP_ID"])
-    command = shlex.join([PROG, *argv])
+    # one line even when an argument holds a newline: it goes into comments of the rendered files
+    command = " ".join(shell_quote(word) for word in [PROG, *argv])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
     rendered = render(config, paths, args.variant, slime_flags, repo / "templates")
     write_run_dir(run_dir, rendered)

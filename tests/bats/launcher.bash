@@ -1,0 +1,81 @@
+# Shared setup for the launcher's bats files: a fake slime installation, an env file
+# pointing at it, and stubs for the external commands train.sh runs.
+# shellcheck shell=bash
+
+LIB_DIR="$REPO_ROOT/templates/lib"
+LAUNCHER_FIXTURES="$REPO_ROOT/tests/fixtures/launcher"
+
+# make_install DIR: a fake slime checkout, Megatron dir, HF model dir and data files in DIR,
+# with the fixture model script installed as scripts/models/qwen-spaces.sh.
+make_install() { # <dir>
+  local dir=$1
+  mkdir -p "$dir/slime/scripts/models" "$dir/Megatron-LM" "$dir/model" "$dir/data"
+  : >"$dir/slime/train.py"
+  cp "$LAUNCHER_FIXTURES"/models/*.sh "$dir/slime/scripts/models/"
+  echo '{"model_type": "qwen2"}' >"$dir/model/config.json"
+  echo '{"prompt": "1+1?", "metadata": {"answer": "2"}}' >"$dir/data/train.jsonl"
+  cp "$dir/data/train.jsonl" "$dir/data/gsm8k_test.jsonl"
+}
+
+# write_env FILE DIR [LINE...]: a valid env file for the install in DIR, plus LINEs.
+write_env() { # <file> <install-dir> [line]...
+  local file=$1 dir=$2 line extra
+  shift 2
+  local base=(
+    "EXP_ID=bats-exp"
+    "S3_BUCKET=my-bucket"
+    "AGENT_RUNTIME_ARN=arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/agent-AbC123"
+    "MODEL_DIR='$dir/model'"
+    "DATA_PATH='$dir/data/train.jsonl'"
+    "MODEL_TYPE=qwen-spaces"
+    "SLIME_DIR='$dir/slime'"
+    "MEGATRON_DIR='$dir/Megatron-LM'"
+  )
+  {
+    for line in "${base[@]}"; do
+      for extra; do [[ ${extra%%=*} == "${line%%=*}" ]] && continue 2; done
+      printf '%s\n' "$line"
+    done
+    printf '%s\n' "$@"
+  } >"$file"
+}
+
+# stub_cluster: stubs for pkill, pgrep (nothing left) and ray. `ray job submit` writes the
+# entrypoint's argv (NUL-separated) to $JOB_ARGV and the runtime env JSON to $JOB_ENV_JSON,
+# notes in $ENV_LOG whether WANDB_API_KEY was in its environment (never the value), and
+# exits with $RAY_JOB_STATUS (default 0).
+stub_cluster() {
+  export JOB_ARGV="$BATS_TEST_TMPDIR/job.argv" JOB_ENV_JSON="$BATS_TEST_TMPDIR/job.env.json"
+  export ENV_LOG="$BATS_TEST_TMPDIR/env.log"
+  stub pkill 'exit 1'
+  stub pgrep 'exit 1'
+  stub ray '
+[[ -n ${WANDB_API_KEY:-} ]] && echo "ray $1: WANDB_API_KEY in environment" >>"$ENV_LOG"
+if [[ $1 == job && $2 == submit ]]; then
+  for arg; do [[ $arg == --runtime-env-json=* ]] && printf "%s" "${arg#*=}" >"$JOB_ENV_JSON"; done
+  while [[ $1 != -- ]]; do shift; done
+  shift
+  printf "%s\0" "$@" >"$JOB_ARGV"
+  exit "${RAY_JOB_STATUS:-0}"
+fi
+exit 0'
+}
+
+# job_argv: the recorded train.py argv, one argument per line (newlines shown as \n).
+job_argv() {
+  local arg
+  while IFS= read -r -d '' arg; do
+    printf '%s\n' "${arg//$'\n'/\\n}"
+  done <"$JOB_ARGV"
+}
+
+# flag_value FLAG: the word after FLAG in the recorded train.py argv.
+flag_value() { # <flag>
+  local -a argv
+  local i
+  mapfile -d '' -t argv <"$JOB_ARGV"
+  for ((i = 0; i < ${#argv[@]} - 1; i++)); do
+    [[ ${argv[i]} == "$1" ]] && { printf '%s\n' "${argv[i + 1]}"; return 0; }
+  done
+  return 1
+}

@@ -1,0 +1,279 @@
+#!/usr/bin/env bats
+# bin/train end to end: validation, rendering, and the rendered train.sh running against
+# stubs of ray, pkill and pgrep (python3, bash and coreutils are real).
+
+load ../test_helper
+load launcher
+
+_setup() {
+  export TOOLKIT_RUNS_DIR="$BATS_TEST_TMPDIR/runs"
+  make_install "$WORK/install"
+  write_env "$WORK/exp.env" "$WORK/install"
+  stub_cluster
+  RUN_DIR="$TOOLKIT_RUNS_DIR/bats-exp"
+  TRAIN="$REPO_ROOT/bin/train"
+}
+
+@test "no argument: the usage line on stderr, exit 2" {
+  run -2 --separate-stderr "$TRAIN"
+  [[ -z $output ]] || flunk "stdout not empty: $output"
+  [[ $stderr == "Usage: bin/train [--dry-run | --render-only]"* ]] || flunk "stderr: $stderr"
+}
+
+@test "--help prints the header and nothing runs" {
+  run -0 "$TRAIN" --help
+  assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
+  assert_output_contains "TOOLKIT_RUNS_DIR"
+  refute_calls
+}
+
+@test "a real run: steps in order, exit status 0, log teed, Ray stopped at exit" {
+  run -0 "$TRAIN" "$WORK/exp.env"
+  local uid
+  uid=$(id -u)
+  run calls
+  [[ ${lines[0]} == "pkill -KILL -u $uid -f "* ]] || flunk "first call: ${lines[0]}"
+  [[ ${lines[1]} == "ray stop --force" ]] || flunk "second call: ${lines[1]}"
+  [[ ${lines[2]} == "pgrep -u $uid -x raylet\|gcs_server" ]] || flunk "third call: ${lines[2]}"
+  [[ ${lines[3]} == "ray start --head --num-gpus 8 --disable-usage-stats" ]] || flunk "fourth: ${lines[3]}"
+  [[ ${lines[4]} == "ray job submit --address=http://127.0.0.1:8265 --submission-id=bats-exp-"* ]] ||
+    flunk "fifth: ${lines[4]}"
+  [[ ${lines[5]} == "ray stop --force" ]] || flunk "sixth: ${lines[5]}"
+  ((${#lines[@]} == 6)) || flunk "calls: $output"
+  grep -q "submitting Ray job bats-exp-" "$RUN_DIR/train.log"
+  grep -q "stopped Ray (exit status 0)" "$RUN_DIR/train.log"
+}
+
+@test "the script's exit status is the job's" {
+  RAY_JOB_STATUS=3 run -3 "$TRAIN" "$WORK/exp.env"
+  grep -q "stopped Ray (exit status 3)" "$RUN_DIR/train.log"
+}
+
+@test "train.py gets MODEL_ARGS exactly, the toolkit's dotted paths and the env-file values" {
+  run -0 "$TRAIN" --set NUM_ROLLOUT=7 --set LR=3e-6 --set TP_SIZE=4 --set ROLLOUT_BATCH_SIZE=16 "$WORK/exp.env"
+  run job_argv
+  [[ ${lines[0]} == python3 && ${lines[1]} == "$WORK/install/slime/train.py" ]] || flunk "$output"
+  # the fixture model script's MODEL_ARGS, word for word, right after train.py
+  local expected=(--swiglu --num-layers 36 --hidden-size 2048 --moe-layer-freq "[0]*1+[1]*35"
+    --spec slime_plugins.models.demo "get spec with spaces" --rotary-base 1000000 --norm-epsilon 1e-6)
+  local i
+  for i in "${!expected[@]}"; do
+    [[ ${lines[i + 2]} == "${expected[i]}" ]] || flunk "MODEL_ARGS[$i]: '${lines[i + 2]}' != '${expected[i]}'"
+  done
+  [[ $(flag_value --num-rollout) == 7 ]]
+  [[ $(flag_value --lr) == 3e-06 ]]
+  [[ $(flag_value --tensor-model-parallel-size) == 4 ]]
+  [[ $(flag_value --rollout-batch-size) == 16 ]]
+  [[ $(flag_value --rollout-function-path) == agentcore_slime.rollout.generate_rollout ]]
+  [[ $(flag_value --custom-reward-post-process-path) == agentcore_slime.rewards.normalize_episode_rewards ]]
+  [[ $(flag_value --custom-config-path) == "$RUN_DIR/toolkit.yaml" ]]
+  [[ $(flag_value --hf-checkpoint) == "$WORK/install/model" ]]
+  [[ $(flag_value --save) == "$RUN_DIR/checkpoints" ]]
+  assert_line --use-dynamic-batch-size
+  assert_line --colocate
+  refute_line --use-dynamic-global-batch-size
+  refute_line --use-wandb
+  refute_line --eval-prompt-data
+}
+
+@test "the runtime env carries PYTHONPATH (Megatron + python/) and CUDA_DEVICE_MAX_CONNECTIONS only" {
+  run -0 "$TRAIN" "$WORK/exp.env"
+  run python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1])), sort_keys=True))' "$JOB_ENV_JSON"
+  assert_output "{\"env_vars\": {\"CUDA_DEVICE_MAX_CONNECTIONS\": \"1\", \"PYTHONPATH\": \"$WORK/install/Megatron-LM:$REPO_ROOT/python\"}}"
+}
+
+@test "EXTRA_FLAGS then the flags after --, verbatim and last, with spaces and quotes" {
+  write_env "$WORK/exp.env" "$WORK/install" \
+    "$(cat <<'LINE'
+EXTRA_FLAGS='--sglang-router-policy "consistent hashing" --note "it\'s"'
+LINE
+)"
+  run -0 "$TRAIN" "$WORK/exp.env" -- --rollout-top-k 5 "--title=a \"quoted\" word" ''
+  run job_argv
+  local n=${#lines[@]}
+  [[ ${lines[n - 7]} == --sglang-router-policy ]] || flunk "$output"
+  [[ ${lines[n - 6]} == "consistent hashing" ]] || flunk "$output"
+  [[ ${lines[n - 5]} == --note && ${lines[n - 4]} == "it's" ]] || flunk "$output"
+  [[ ${lines[n - 3]} == --rollout-top-k && ${lines[n - 2]} == 5 ]] || flunk "$output"
+  [[ ${lines[n - 1]} == '--title=a "quoted" word' ]] || flunk "$output"
+  # the empty argument survives too (mapfile of NUL-separated words keeps it)
+  local -a argv
+  mapfile -d '' -t argv <"$JOB_ARGV"
+  [[ ${argv[-1]} == "" && ${argv[-2]} == '--title=a "quoted" word' ]]
+}
+
+@test "values with \$(...), backticks, ; && and newlines are never executed and reach slime literally" {
+  local evil_dir="$WORK/in \$(touch PWNED1) \`touch PWNED2\`; touch PWNED3 && touch PWNED4"
+  mkdir -p "$evil_dir"
+  make_install "$evil_dir"
+  cat >"$WORK/evil.env" <<ENV
+EXP_ID=bats-exp
+S3_BUCKET=my-bucket
+AGENT_URL="http://127.0.0.1:8080/\$(touch PWNED5)"
+MODEL_DIR='$evil_dir/model'
+DATA_PATH='$evil_dir/data/train.jsonl'
+MODEL_TYPE=qwen-spaces
+SLIME_DIR='$evil_dir/slime'
+MEGATRON_DIR='$evil_dir/Megatron-LM'
+MODEL_ID="m\`touch PWNED6\`; rm -rf x && echo"
+ENV
+  cat >>"$WORK/evil.env" <<'ENV'
+EXTRA_FLAGS='--a "$(touch PWNED7)" --b "`touch PWNED8`" --c "x; touch PWNED9 && y"'
+ENV
+  run -0 "$TRAIN" "$WORK/evil.env" -- --d $'line1\nline2 $(touch PWNED10)'
+  run find "$BATS_TEST_TMPDIR" "$REPO_ROOT" -maxdepth 6 -type f -name 'PWNED*'
+  [[ -z $output ]] || flunk "something was executed: $output"
+  run job_argv
+  assert_line "$evil_dir/data/train.jsonl"
+  assert_line '$(touch PWNED7)'
+  assert_line '`touch PWNED8`'
+  assert_line 'x; touch PWNED9 && y'
+  assert_line 'line1\nline2 $(touch PWNED10)'
+  run python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(d["model_id"]); print(d["agent_url"])' \
+    "$RUN_DIR/toolkit.yaml"
+  assert_output "m\`touch PWNED6\`; rm -rf x && echo
+http://127.0.0.1:8080/\$(touch PWNED5)"
+}
+
+@test "wandb flags only with WANDB_API_KEY; the key is inherited, never on argv or under runs/" {
+  write_env "$WORK/exp.env" "$WORK/install" "WANDB_PROJECT=proj"
+  run -0 "$TRAIN" "$WORK/exp.env"
+  refute_line_in_job --use-wandb
+  [[ ! -s $ENV_LOG ]]
+
+  : >"$CALL_LOG"
+  export WANDB_API_KEY=sk-zq8W7vK3 WANDB_ENTITY=ent-Xy9Qp4
+  run -0 "$TRAIN" "$WORK/exp.env"
+  [[ $(flag_value --wandb-project) == proj ]]
+  [[ $(flag_value --wandb-group) == bats-exp ]] # defaults to EXP_ID
+  run job_argv
+  assert_line --use-wandb
+  refute_line --wandb-key
+  refute_line --wandb-team
+  # workers inherit the key: it was in the environment of `ray start`
+  grep -q "ray start: WANDB_API_KEY in environment" "$ENV_LOG"
+  if grep -rqE "zq8W7vK3|Xy9Qp4" "$TOOLKIT_RUNS_DIR"; then flunk "a secret was written under runs/"; fi
+  if grep -qE "zq8W7vK3|Xy9Qp4" "$CALL_LOG" "$JOB_ARGV" "$JOB_ENV_JSON"; then flunk "a secret reached argv"; fi
+}
+
+refute_line_in_job() {
+  run job_argv
+  refute_line "$1"
+}
+
+@test "a secret in the env file is an error, nothing runs" {
+  write_env "$WORK/exp.env" "$WORK/install" "WANDB_API_KEY=sk-123"
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  [[ $stderr == *"WANDB_API_KEY is a secret and must not be in the env file"* ]] || flunk "$stderr"
+  refute_calls
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
+
+@test "toolkit.yaml carries the ACR pointers and typed values; env records every resolved value" {
+  run -0 --separate-stderr "$TRAIN" --render-only --set MAX_CONCURRENT=12 "$WORK/exp.env"
+  assert_output "bash $RUN_DIR/train.sh"
+  run python3 -c 'import sys, yaml, json; print(json.dumps(yaml.safe_load(open(sys.argv[1])), sort_keys=True))' \
+    "$RUN_DIR/toolkit.yaml"
+  assert_output_contains '"agent_runtime_arn": "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/agent-AbC123"'
+  assert_output_contains '"agent_url": null'
+  assert_output_contains '"s3_bucket": "my-bucket"'
+  assert_output_contains '"exp_id": "bats-exp"'
+  assert_output_contains '"max_concurrent": 12'
+  assert_output_contains '"max_pool_connections": 12'
+  assert_output_contains '"cumulative_token_mode": false'
+  grep -qx "NUM_GPUS='8'" "$RUN_DIR/env"
+  grep -qx "MAX_CONCURRENT='12'" "$RUN_DIR/env"
+  refute_calls # --render-only runs nothing
+}
+
+@test "--dry-run renders into a temporary directory, prints the script and the command, runs nothing" {
+  run -0 --separate-stderr "$TRAIN" --dry-run --set NUM_ROLLOUT=3 "$WORK/exp.env"
+  [[ -f ${lines[0]} && ${lines[0]} == */train.sh && ${lines[0]} != "$TOOLKIT_RUNS_DIR"* ]] || flunk "$output"
+  [[ ${lines[1]} == "python3 $WORK/install/slime/train.py \${MODEL_ARGS[@]} "*"--num-rollout 3"* ]] || flunk "$output"
+  bash -n "${lines[0]}"
+  refute_calls
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
+  rm -rf "$(dirname "${lines[0]}")"
+}
+
+@test "missing paths are warnings in --dry-run and errors in a real run" {
+  write_env "$WORK/exp.env" "$WORK/install" "VAL_DATA_PATH=$WORK/nope.jsonl"
+  run -0 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
+  [[ $stderr == *"warning: VAL_DATA_PATH: $WORK/nope.jsonl does not exist"* ]] || flunk "$stderr"
+  rm -rf "$(dirname "${lines[0]}")"
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  [[ $stderr == *"VAL_DATA_PATH: $WORK/nope.jsonl does not exist"* ]] || flunk "$stderr"
+  refute_calls
+}
+
+@test "rerunning keeps a train.sh the user edited beside the new one, and says so" {
+  run -0 "$TRAIN" --render-only "$WORK/exp.env"
+  echo "# my edit" >>"$RUN_DIR/train.sh"
+  run -0 --separate-stderr "$TRAIN" --render-only "$WORK/exp.env"
+  [[ $stderr == *"was edited since it was rendered: kept your copy as $RUN_DIR/train.sh.edited-"* ]] || flunk "$stderr"
+  grep -q "# my edit" "$RUN_DIR"/train.sh.edited-*
+  ! grep -q "# my edit" "$RUN_DIR/train.sh"
+  # an unedited script is simply re-rendered
+  run -0 --separate-stderr "$TRAIN" --render-only --set NUM_ROLLOUT=2 "$WORK/exp.env"
+  [[ $stderr != *"was edited"* ]] || flunk "$stderr"
+  (($(find "$RUN_DIR" -name 'train.sh.edited-*' | wc -l) == 1))
+}
+
+@test "a model script that fails stops the run before any process is touched" {
+  write_env "$WORK/exp.env" "$WORK/install" "MODEL_TYPE=failing"
+  run -1 "$TRAIN" "$WORK/exp.env"
+  assert_output_contains "model script $WORK/install/slime/scripts/models/failing.sh failed"
+  refute_calls
+}
+
+@test "CUDA_HOME pins the toolchain for the job: runtime env and --train-env-vars" {
+  mkdir -p "$WORK/cuda-13.0/bin" "$WORK/cuda-13.0/lib64"
+  write_env "$WORK/exp.env" "$WORK/install" "CUDA_HOME=$WORK/cuda-13.0"
+  LD_LIBRARY_PATH="/usr/local/cuda-12.9/lib64:/opt/x/lib" run -0 "$TRAIN" "$WORK/exp.env"
+  run python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["env_vars"]; print(e["CUDA_HOME"]); print(e["LD_LIBRARY_PATH"])' "$JOB_ENV_JSON"
+  assert_output "$WORK/cuda-13.0
+$WORK/cuda-13.0/lib64:/opt/x/lib"
+  run flag_value --train-env-vars
+  assert_output "{\"CUDA_HOME\": \"$WORK/cuda-13.0\", \"LD_LIBRARY_PATH\": \"$WORK/cuda-13.0/lib64:/opt/x/lib\"}"
+}
+
+@test "TOOLKIT_DEBUG=1 traces, and still never prints the wandb key" {
+  export WANDB_API_KEY=sk-zq8W7vK3 TOOLKIT_DEBUG=1
+  run -0 "$TRAIN" "$WORK/exp.env"
+  assert_output_contains "+ start_ray_head 8"
+  if grep -rq zq8W7vK3 "$TOOLKIT_RUNS_DIR"; then flunk "the key was traced into train.log"; fi
+}
+
+@test "python3 without the launcher's helpers: a private venv is created once, said in one line" {
+  # a python3 that lacks jinja2/yaml/dotenv; its `-m venv DIR` makes DIR/bin/python a stub
+  stub python3 '
+case "$*" in
+  "-c import sys; sys.exit(sys.version_info < (3, 10))") exit 0 ;;
+  "-c import jinja2, yaml, dotenv") exit 1 ;;
+  "-m venv "*)
+    mkdir -p "$3/bin"
+    printf "%s\n" "#!/usr/bin/env bash" "echo \"venv-python \$*\" >>\"$CALL_LOG\"" >"$3/bin/python"
+    chmod +x "$3/bin/python" ;;
+esac'
+  export TOOLKIT_VENV="$BATS_TEST_TMPDIR/venv"
+  run -0 --separate-stderr "$TRAIN" --dry-run x.env
+  [[ $stderr == "bin/train: python3 lacks jinja2/pyyaml/python-dotenv: installing them into $TOOLKIT_VENV (once)" ]] ||
+    flunk "stderr: $stderr"
+  run calls
+  assert_line "python3 -m venv $TOOLKIT_VENV"
+  assert_line "venv-python -m pip install --quiet --disable-pip-version-check jinja2>=3.1 pyyaml>=6 python-dotenv>=1.0"
+  assert_line "venv-python -m agentcore_slime.launch --dry-run x.env"
+}
+
+@test "TOOLKIT_PYTHON without the helpers is a clear error (127)" {
+  stub fakepy 'case "$*" in *jinja2*) exit 1 ;; esac; exit 0'
+  TOOLKIT_PYTHON=fakepy run -127 --separate-stderr "$TRAIN" --dry-run x.env
+  [[ $stderr == "bin/train: TOOLKIT_PYTHON=fakepy cannot import jinja2, yaml and dotenv"* ]] || flunk "$stderr"
+}
+
+@test "ray missing in a real run: exit 127 before anything is rendered" {
+  rm "$STUB_DIR/ray"
+  PATH="$STUB_DIR:$REPO_ROOT/bin:$TEST_PYTHON_DIR:/usr/bin:/bin" run -127 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  [[ $stderr == *"ray not found on PATH"* ]] || flunk "$stderr"
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
