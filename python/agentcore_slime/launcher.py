@@ -286,16 +286,24 @@ class ResultWatcher:
     :param poll_interval: seconds between LIST cycles of one prefix.
     :param max_list_rate: at most this many LIST requests per second per prefix (a
         prefix with many pages polls less often).
+    :param page_size: keys per LIST page (None = S3's maximum, 1000).
     """
 
     def __init__(
-        self, s3: Any, bucket: str, executor: Executor, poll_interval: float = 0.5, max_list_rate: float = 4.0
+        self,
+        s3: Any,
+        bucket: str,
+        executor: Executor,
+        poll_interval: float = 0.5,
+        max_list_rate: float = 4.0,
+        page_size: int | None = None,
     ) -> None:
         self.s3 = s3
         self.bucket = bucket
         self.executor = executor
         self.poll_interval = poll_interval
         self.max_list_rate = max_list_rate
+        self.page_size = page_size
         self.list_requests = 0
         self.get_requests = 0
         self._prefixes: dict[str, _Prefix] = {}
@@ -322,6 +330,8 @@ class ResultWatcher:
         keys: list[str] = []
         pages = 0
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if self.page_size:
+            kwargs["MaxKeys"] = self.page_size
         while True:
             page = self.s3.list_objects_v2(**kwargs)
             pages += 1

@@ -82,7 +82,9 @@ class LocalS3:
     def create_bucket(self, name: str | None = None) -> str:
         """Create a bucket (a fresh random name by default) and return its name."""
         bucket = name or f"test-{uuid.uuid4().hex[:12]}"
-        self.client().create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": self.region})
+        self.client().create_bucket(
+            Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": self.region}
+        )
         return bucket
 
     def __enter__(self) -> LocalS3:

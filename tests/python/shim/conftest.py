@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agentcore_slime import rollout
 from fakes.s3 import LocalS3
 
-from agentcore_slime import rollout
 from shim.standins import Behaviour, Script, StandinAgent, StandinGateway
 
 
@@ -48,7 +48,9 @@ class AgentHandle:
         self.agents: list[StandinAgent] = []
 
     def start(self, script: Script | None = None) -> StandinAgent:
-        agent = StandinAgent(script or (lambda payload, sid: Behaviour()), self.local_s3.client(), self.gateway)
+        agent = StandinAgent(
+            script or (lambda payload, sid: Behaviour()), self.local_s3.client(), self.gateway
+        )
         agent.start()
         self.agents.append(agent)
         return agent

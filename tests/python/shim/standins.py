@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from agentcore_slime.gateway.trace import CallTrace
 from aiohttp import web
 from fakes.acr_dataplane import SESSION_HEADER, ThreadedAiohttpServer
 from slime.utils.types import Sample
-
-from agentcore_slime.gateway.trace import CallTrace
 
 
 def call(prompt: list[int], completion: list[int], finish: str = "stop", mode: str = "bridged") -> CallTrace:
@@ -44,7 +43,9 @@ def call(prompt: list[int], completion: list[int], finish: str = "stop", mode: s
     )
 
 
-def multi_turn(turns: int, start: int = 100, prompt_len: int = 3, bridge: int = 2, completion: int = 2) -> list[CallTrace]:
+def multi_turn(
+    turns: int, start: int = 100, prompt_len: int = 3, bridge: int = 2, completion: int = 2
+) -> list[CallTrace]:
     """An unbroken multi-turn episode: every prompt extends the previous prompt + completion."""
     traces, seq, token = [], [], start
     for turn in range(turns):
@@ -141,7 +142,9 @@ class StandinAgent(ThreadedAiohttpServer):
         config = payload.get("_rollout", {})
         missing = [k for k in ("exp_id", "input_id", "s3_bucket") if k not in config]
         if missing:
-            return web.json_response({"error": f"Missing required rollout config field: {missing[0]!r}"}, status=500)
+            return web.json_response(
+                {"error": f"Missing required rollout config field: {missing[0]!r}"}, status=500
+            )
         behaviour = self.script(payload, session_id)
         if behaviour.http_status != 200:
             return web.json_response({"error": "scripted failure"}, status=behaviour.http_status)
@@ -151,7 +154,9 @@ class StandinAgent(ThreadedAiohttpServer):
         task = asyncio.create_task(self._finish(behaviour, payload, config["s3_bucket"], key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return web.json_response({"status": "processing", "s3_bucket": config["s3_bucket"], "result_key": key})
+        return web.json_response(
+            {"status": "processing", "s3_bucket": config["s3_bucket"], "result_key": key}
+        )
 
     async def _finish(self, behaviour: Behaviour, payload: dict[str, Any], bucket: str, key: str) -> None:
         await asyncio.sleep(behaviour.delay)
@@ -163,7 +168,9 @@ class StandinAgent(ThreadedAiohttpServer):
             result = copy.deepcopy(behaviour.result)
             result.setdefault("status_code", 200)
             result.setdefault("stop_reason", "end_turn")
-        result.update(input_id=payload["_rollout"]["input_id"], s3_bucket=bucket, result_key=key, payload=payload)
+        result.update(
+            input_id=payload["_rollout"]["input_id"], s3_bucket=bucket, result_key=key, payload=payload
+        )
         body = json.dumps(result, indent=2).encode()
         await asyncio.to_thread(
             self.s3.put_object, Bucket=bucket, Key=key, Body=body, ContentType="application/json"
@@ -187,7 +194,9 @@ class ListDataSource:
         groups = []
         for _ in range(count):
             row = self.rows[self.groups % len(self.rows)]
-            prompt = Sample(prompt=row.get("prompt", ""), label=row.get("label"), metadata=row.get("metadata") or {})
+            prompt = Sample(
+                prompt=row.get("prompt", ""), label=row.get("label"), metadata=row.get("metadata") or {}
+            )
             group = []
             for _ in range(self.n):
                 sample = copy.deepcopy(prompt)

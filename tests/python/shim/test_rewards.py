@@ -8,12 +8,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from agentcore_slime._samples import KIND_EPISODE, KIND_PADDING
+from agentcore_slime.rewards import group_normalize, normalize_episode_rewards
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample
-
-from agentcore_slime._samples import KIND_EPISODE, KIND_PADDING
-from agentcore_slime.rewards import group_normalize, normalize_episode_rewards
 
 
 def args(**kw: Any) -> SimpleNamespace:
@@ -24,7 +23,9 @@ def args(**kw: Any) -> SimpleNamespace:
 
 def sample(group: int, session: str, reward: Any, kind: str = KIND_EPISODE) -> Sample:
     return Sample(
-        group_index=group, session_id=session, reward=reward,
+        group_index=group,
+        session_id=session,
+        reward=reward,
         metadata={"agentcore": {"kind": kind, "session_id": session}},
     )
 

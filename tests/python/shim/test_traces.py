@@ -10,17 +10,23 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from agentcore_slime.gateway.trace import CallTrace
+from agentcore_slime.traces import merge_traces, merge_traces_to_samples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample
 
-from agentcore_slime.gateway.trace import CallTrace
-from agentcore_slime.traces import merge_traces, merge_traces_to_samples
 from shim.standins import call, multi_turn
 
 
 def template(metadata: Any = None) -> Sample:
-    return Sample(group_index=3, index=7, prompt="q", label="a", metadata={"prompt": "q"} if metadata is None else metadata)
+    return Sample(
+        group_index=3,
+        index=7,
+        prompt="q",
+        label="a",
+        metadata={"prompt": "q"} if metadata is None else metadata,
+    )
 
 
 def test_two_turns_become_one_sample_with_masked_bridge() -> None:
@@ -101,7 +107,11 @@ def episodes(draw: st.DrawFn) -> list[CallTrace]:
     traces: list[CallTrace] = []
     seq: list[int] = []
     for turn in range(draw(st.integers(min_value=1, max_value=8))):
-        kind = "fresh" if turn == 0 else draw(st.sampled_from(["extend", "extend", "extend", "edit", "fresh", "cut"]))
+        kind = (
+            "fresh"
+            if turn == 0
+            else draw(st.sampled_from(["extend", "extend", "extend", "edit", "fresh", "cut"]))
+        )
         bridge = draw(tokens)
         if kind == "extend":
             prompt = seq + bridge
@@ -182,7 +192,9 @@ def test_samples_satisfy_slime_invariants(traces: list[CallTrace], reward: float
             else:
                 rebuilt.append_response_tokens(tokens=[token], trainable=False)
         assert (rebuilt.tokens, rebuilt.loss_mask, rebuilt.rollout_log_probs) == (
-            sample.tokens, sample.loss_mask, sample.rollout_log_probs,
+            sample.tokens,
+            sample.loss_mask,
+            sample.rollout_log_probs,
         )
 
 

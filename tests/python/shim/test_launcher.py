@@ -1,0 +1,274 @@
+"""The agent launcher against a real local S3 server (moto) and HTTP agent stand-ins.
+
+Local transport: the launcher POSTs to a :class:`StandinAgent` on loopback. ACR transport:
+boto3 ``bedrock-agentcore`` reaches ``fakes.acr_dataplane.AcrDataPlane`` through
+``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE``, which forwards to the same stand-in agent. Results
+are written to, listed from and read from the moto server by real boto3 calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from agentcore_slime.config import ToolkitConfig, load_config
+from agentcore_slime.launcher import (
+    EpisodeOutcome,
+    EpisodeRequest,
+    Launcher,
+    RateLimiter,
+    build_payload,
+    extract_reward,
+    make_launcher,
+    new_session_id,
+)
+from fakes.acr_dataplane import AcrDataPlane
+
+from shim.standins import Behaviour, make_args
+
+ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/math_agent-AbC123"
+SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 128}
+
+
+def by_case(cases: dict[str, Behaviour]) -> Any:
+    return lambda payload, sid: cases[payload["case"]]
+
+
+def local_config(bucket: str, url: str, **kw: Any) -> ToolkitConfig:
+    return load_config(make_args(agent_url=url, s3_bucket=bucket, **kw))
+
+
+def request(case: str, input_id: str = "step-1", **metadata: Any) -> EpisodeRequest:
+    sid = new_session_id()
+    return EpisodeRequest({"case": case, **metadata}, sid, input_id, f"http://gw/sessions/{sid}/v1", SAMPLING)
+
+
+def run(
+    config: ToolkitConfig, requests: list[EpisodeRequest], launcher_hook: Any = None
+) -> list[EpisodeOutcome]:
+    async def main() -> list[EpisodeOutcome]:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            launcher = make_launcher(config, pool)
+            if launcher_hook:
+                launcher_hook(launcher)
+            try:
+                return list(await asyncio.gather(*(launcher.run_episode(r) for r in requests)))
+            finally:
+                await launcher.close()
+
+    return asyncio.run(main())
+
+
+@pytest.fixture
+def acr(agents: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """An ACR data-plane stand-in; its runtime ARN forwards to the agent set on ``.agent``."""
+
+    class Handle:
+        plane: AcrDataPlane
+
+        def start(self, script: Any, **faults: Any) -> AcrDataPlane:
+            agent = agents.start(script)
+            self.plane = AcrDataPlane({ARN: agent.url}, **faults)
+            monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", self.plane.start())
+            return self.plane
+
+    handle = Handle()
+    yield handle
+    if hasattr(handle, "plane"):
+        handle.plane.stop()
+
+
+@pytest.mark.parametrize(
+    ("result", "reward", "reason"),
+    [
+        ({"rewards": 1}, 1.0, None),
+        ({"rewards": [0.1, 0.9], "status_code": 200}, 0.9, None),
+        ({"rewards": -0.5, "stop_reason": "end_turn"}, -0.5, None),
+        ({"rewards": 1.0, "status_code": 500, "stop_reason": "boom"}, None, "status_code 500): boom"),
+        ({"metrics": {}}, None, "no 'rewards' key"),
+        ({"rewards": []}, None, "empty list"),
+        ({"rewards": True}, None, "True, not a number"),
+        ({"rewards": "1.0"}, None, "'1.0', not a number"),
+        ({"rewards": [1, None]}, None, "None, not a number"),
+        ({"rewards": float("nan")}, None, "not a finite number"),
+    ],
+)
+def test_extract_reward(result: dict[str, Any], reward: float | None, reason: str | None) -> None:
+    got_reward, got_reason = extract_reward(result)
+    assert got_reward == reward
+    assert (reason is None and got_reason is None) or (reason and got_reason and reason in got_reason)
+
+
+def test_payload_is_a_copy_of_the_metadata_plus_rollout() -> None:
+    metadata = {"prompt": "2+2?", "answer": "4", "_rollout": "user value is replaced"}
+    payload = build_payload(
+        metadata, exp_id="e", input_id="i", s3_bucket="b", base_url="u/v1", model_id="m", sampling=SAMPLING
+    )
+    assert payload["_rollout"] == {
+        "exp_id": "e",
+        "input_id": "i",
+        "s3_bucket": "b",
+        "base_url": "u/v1",
+        "model_id": "m",
+        "sampling_params": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 128},
+    }
+    assert metadata["_rollout"] == "user value is replaced" and payload["answer"] == "4"
+
+
+def test_session_ids_are_valid_for_acr_and_unique() -> None:
+    ids = {new_session_id() for _ in range(1000)}
+    assert len(ids) == 1000 and all(33 <= len(i) <= 256 for i in ids)
+
+
+def test_local_success_sends_the_acr_wire_format(s3_bucket: str, agents: Any) -> None:
+    agent = agents.start(by_case({"ok": Behaviour(result={"rewards": 0.75}, delay=0.1)}))
+    req = request("ok", question="2+2?")
+    [outcome] = run(local_config(s3_bucket, agent.url), [req])
+    assert outcome.ok and outcome.reward == 0.75 and outcome.session_id == req.session_id
+    assert outcome.result is not None and outcome.result["status_code"] == 200
+    [(header_sid, payload)] = agent.invocations
+    assert header_sid == req.session_id
+    assert payload["question"] == "2+2?" and payload["case"] == "ok"
+    assert payload["_rollout"]["input_id"] == "step-1" and payload["_rollout"]["base_url"] == req.base_url
+    assert payload["_rollout"]["s3_bucket"] == s3_bucket and payload["_rollout"]["exp_id"] == "exp-test"
+    assert "_rollout" not in req.payload_metadata
+
+
+def test_local_error_result_and_invoke_failures(s3_bucket: str, agents: Any) -> None:
+    agent = agents.start(
+        by_case(
+            {
+                "error": Behaviour(error="agent exploded"),
+                "http": Behaviour(http_status=500),
+                "bool": Behaviour(result={"rewards": False}),
+            }
+        )
+    )
+    outcomes = run(local_config(s3_bucket, agent.url), [request("error"), request("http"), request("bool")])
+    assert [o.ok for o in outcomes] == [False, False, False]
+    assert "status_code 500): agent exploded" in str(outcomes[0].reason)
+    assert str(outcomes[1].reason).startswith("invoke failed: HTTP 500")
+    assert "not a number" in str(outcomes[2].reason)
+
+
+def test_unreachable_local_agent_is_an_invoke_failure(s3_bucket: str) -> None:
+    [outcome] = run(local_config(s3_bucket, "http://127.0.0.1:9"), [request("ok")])
+    assert str(outcome.reason).startswith("invoke failed:") and "127.0.0.1:9" in str(outcome.reason)
+
+
+def test_local_timeout(s3_bucket: str, agents: Any) -> None:
+    agent = agents.start(by_case({"hang": Behaviour(result=None)}))
+    [outcome] = run(local_config(s3_bucket, agent.url, acr_timeout=0.5), [request("hang")])
+    assert str(outcome.reason).startswith("timeout: no result at s3://")
+
+
+def test_acr_success_stops_the_session_after_the_result(s3_bucket: str, acr: Any) -> None:
+    plane = acr.start(by_case({"ok": Behaviour(result={"rewards": [0.0, 1.0]}, delay=0.1)}))
+    req = request("ok")
+    [outcome] = run(load_config(make_args(agent_runtime_arn=ARN, s3_bucket=s3_bucket)), [req])
+    assert outcome.ok and outcome.reward == 1.0
+    assert [(i.arn, i.session_id) for i in plane.invocations] == [(ARN, req.session_id)]
+    assert plane.stops == [(ARN, req.session_id)]
+
+
+def test_acr_timeout_stops_the_session(s3_bucket: str, acr: Any) -> None:
+    plane = acr.start(by_case({"hang": Behaviour(result=None)}))
+    req = request("hang")
+    [outcome] = run(
+        load_config(make_args(agent_runtime_arn=ARN, s3_bucket=s3_bucket, acr_timeout=0.5)), [req]
+    )
+    assert str(outcome.reason).startswith("timeout")
+    assert plane.stops == [(ARN, req.session_id)]
+
+
+def test_acr_invoke_failure(s3_bucket: str, acr: Any) -> None:
+    req = request("ok")
+    acr.start(by_case({"ok": Behaviour()}), fail_sessions={req.session_id})
+    [outcome] = run(load_config(make_args(agent_runtime_arn=ARN, s3_bucket=s3_bucket)), [req])
+    assert "invoke failed: RuntimeClientError" in str(outcome.reason)
+
+
+def test_invoke_and_stop_share_one_limiter(s3_bucket: str, acr: Any) -> None:
+    acr.start(by_case({"ok": Behaviour()}))
+    counted: list[float] = []
+
+    class Counting(RateLimiter):
+        async def acquire(self) -> None:
+            counted.append(time.monotonic())
+            await super().acquire()
+
+    def hook(launcher: Launcher) -> None:
+        launcher.limiter = Counting(1000)
+
+    outcomes = run(
+        load_config(make_args(agent_runtime_arn=ARN, s3_bucket=s3_bucket)),
+        [request("ok") for _ in range(3)],
+        hook,
+    )
+    assert all(o.ok for o in outcomes)
+    assert len(counted) == 6  # 3 invokes + 3 stops
+
+
+def test_rate_limiter_spaces_calls() -> None:
+    async def main() -> list[float]:
+        limiter, times = RateLimiter(50), []
+        for _ in range(5):
+            await limiter.acquire()
+            times.append(time.monotonic())
+        return times
+
+    times = asyncio.run(main())
+    assert all(b - a >= 0.02 - 0.002 for a, b in zip(times, times[1:], strict=False))
+
+
+def test_one_list_per_poll_cycle_finds_many_results(s3_bucket: str, agents: Any) -> None:
+    cases = {f"d{i}": Behaviour(result={"rewards": i / 10}, delay=0.05 * (i % 6)) for i in range(30)}
+    agent = agents.start(by_case(cases))
+    watchers: list[Any] = []
+    started = time.monotonic()
+    outcomes = run(
+        local_config(s3_bucket, agent.url),
+        [request(c) for c in cases],
+        lambda launcher: watchers.append(launcher.watcher),
+    )
+    elapsed = time.monotonic() - started
+    assert [o.reward for o in outcomes] == [i / 10 for i in range(30)]
+    [watcher] = watchers
+    assert watcher.get_requests == 30
+    assert 1 <= watcher.list_requests <= elapsed / 0.05 + 2  # one LIST per cycle, not per episode
+
+
+def test_paginated_listing(s3_bucket: str, agents: Any) -> None:
+    agent = agents.start(lambda payload, sid: Behaviour(result={"rewards": 1.0}))
+
+    watchers: list[Any] = []
+
+    def small_pages(launcher: Launcher) -> None:
+        launcher.watcher.page_size = 2
+        watchers.append(launcher.watcher)
+
+    outcomes = run(local_config(s3_bucket, agent.url), [request("x") for _ in range(7)], small_pages)
+    assert all(o.ok for o in outcomes)
+    assert watchers[0].list_requests >= 4  # 7 keys at 2 per page need 4 pages in the last cycle
+
+
+def test_mixed_step_with_thirty_percent_failures(s3_bucket: str, agents: Any) -> None:
+    cases = {
+        "ok": Behaviour(result={"rewards": 1.0}, delay=0.05),
+        "error": Behaviour(error="bad"),
+        "http": Behaviour(http_status=503),
+        "hang": Behaviour(result=None),
+    }
+    agent = agents.start(by_case(cases))
+    names = ["ok"] * 7 + ["error", "http", "hang"]
+    outcomes = run(local_config(s3_bucket, agent.url, acr_timeout=1.0), [request(n) for n in names])
+    assert [o.ok for o in outcomes] == [True] * 7 + [False] * 3
+    assert [str(o.reason).split(":")[0] for o in outcomes[7:]] == [
+        "agent error result (status_code 500)",
+        "invoke failed",
+        "timeout",
+    ]
