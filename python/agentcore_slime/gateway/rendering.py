@@ -298,7 +298,7 @@ def choose_renderer(
     if choice.family != CHAT_TEMPLATE_FAMILY:
         try:
             return build_renderer(tokenizer, choice.family, **kwargs), choice
-        except (AssertionError, ValueError, KeyError) as err:
+        except Exception as err:  # noqa: BLE001 - any failure to fit means: use the chat template
             choice = RendererChoice(CHAT_TEMPLATE_FAMILY, f"family {choice.family!r} did not fit ({err})")
     logger.warning("renderer: %s; falling back to the model's chat template", choice.reason)
     return build_renderer(tokenizer, CHAT_TEMPLATE_FAMILY, **kwargs), choice

@@ -1,0 +1,143 @@
+"""Renderer choice from a model directory, parser mapping, message normalization, reply parsing.
+
+Uses the toy Qwen2.5-like tokenizer directory and copies of it whose config.json says another
+model type or names a Hub id (as local fine-tunes do), with the real renderers package.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from agentcore_slime.gateway.rendering import (
+    RenderError,
+    choose_renderer,
+    infer_family,
+    load_tokenizer,
+    normalize_messages,
+    parse_completion,
+    same_reply,
+)
+
+
+def _variant(model_dir: Path, tmp_path: Path, name: str, **config) -> Path:
+    target = tmp_path / name
+    shutil.copytree(model_dir, target)
+    data = json.loads((target / "config.json").read_text())
+    data.update(config)
+    (target / "config.json").write_text(json.dumps(data))
+    return target
+
+
+def test_qwen25_dir_falls_back_to_chat_template_and_says_so_once(model_dir, caplog) -> None:
+    tok = load_tokenizer(str(model_dir))
+    with caplog.at_level(logging.WARNING, logger="agentcore_slime.gateway"):
+        renderer, choice = choose_renderer(
+            str(model_dir), tok, "auto", tool_call_parser="qwen", reasoning_parser=None
+        )
+    assert choice.family == "default" and "model_type 'qwen2'" in choice.reason
+    assert type(renderer).__name__ == "DefaultRenderer"
+    assert renderer.config.tool_parser == "qwen3"  # SGLang's "qwen" = Hermes JSON <tool_call>
+    assert len([r for r in caplog.records if "chat template" in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "family"),
+    [
+        ({"model_type": "qwen3"}, "qwen3"),
+        ({"model_type": "qwen3_moe"}, "qwen3"),
+        ({"_name_or_path": "Qwen/Qwen3-8B"}, "qwen3"),
+    ],
+)
+def test_family_inferred_from_config_of_a_local_dir(model_dir, tmp_path, config, family) -> None:
+    target = _variant(model_dir, tmp_path, "my-finetune", **config)
+    tok = load_tokenizer(str(target))
+    assert infer_family(str(target), tok).family == family
+    renderer, choice = choose_renderer(
+        str(target), tok, "auto", tool_call_parser="qwen", reasoning_parser=None
+    )
+    assert type(renderer).__name__ == "Qwen3Renderer" and choice.family == family
+
+
+def test_family_inferred_from_directory_named_like_a_hub_model(model_dir, tmp_path) -> None:
+    target = _variant(model_dir, tmp_path, "Qwen3-4B-Instruct-2507")
+    assert infer_family(str(target), load_tokenizer(str(target))).family == "qwen3"
+
+
+def test_inferred_family_that_does_not_fit_falls_back(model_dir, tmp_path) -> None:
+    target = _variant(model_dir, tmp_path, "x", model_type="glm4_moe")  # toy vocab lacks GLM tokens
+    renderer, choice = choose_renderer(
+        str(target), load_tokenizer(str(target)), "auto", tool_call_parser=None, reasoning_parser=None
+    )
+    assert choice.family == "default" and "glm-4.5" in choice.reason
+    assert type(renderer).__name__ == "DefaultRenderer"
+
+
+def test_explicit_family_overrides_inference(model_dir) -> None:
+    tok = load_tokenizer(str(model_dir))
+    renderer, choice = choose_renderer(
+        str(model_dir), tok, "qwen3", tool_call_parser=None, reasoning_parser=None
+    )
+    assert type(renderer).__name__ == "Qwen3Renderer" and choice.reason == "RENDERER_FAMILY"
+
+
+def test_reasoning_parser_mapping(model_dir, tokenizer) -> None:
+    renderer, _ = choose_renderer(
+        str(model_dir), tokenizer, "default", tool_call_parser="qwen", reasoning_parser="qwen3"
+    )
+    ids = tokenizer.encode("<think>\nhmm\n</think>\n\nhello<|im_end|>", add_special_tokens=False)
+    message = parse_completion(renderer, ids, [], None)
+    assert message["reasoning_content"].strip() == "hmm" and message["content"].strip() == "hello"
+
+
+def test_parse_completion_drops_malformed_calls_and_mints_ids(model_dir, tokenizer) -> None:
+    renderer, _ = choose_renderer(
+        str(model_dir), tokenizer, "default", tool_call_parser="qwen", reasoning_parser=None
+    )
+    good = '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'
+    text = f"Sure.\n{good}\n<tool_call>\n{{bad\n</tool_call>"
+    message = parse_completion(
+        renderer, tokenizer.encode(text + "<|im_end|>", add_special_tokens=False), [], None
+    )
+    assert message["content"] == "Sure."
+    [call] = message["tool_calls"]
+    assert call["function"] == {"name": "add", "arguments": '{"a": 1}'} and len(call["id"]) == 29
+
+
+def test_normalize_messages() -> None:
+    out = normalize_messages(
+        [
+            {
+                "role": "developer",
+                "content": [{"type": "text", "text": "be "}, {"type": "text", "text": "brief"}],
+            },
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "2"},
+        ]
+    )
+    assert out == [
+        {"role": "system", "content": "be brief"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}],
+        },
+        {"role": "tool", "content": "2"},
+    ]
+    with pytest.raises(RenderError, match="role 'bot'"):
+        normalize_messages([{"role": "bot", "content": "x"}])
+
+
+def test_same_reply_is_loose_about_serialization() -> None:
+    returned = {"content": "a  b", "tool_calls": [{"function": {"name": "f", "arguments": '{"x":1,"y":2}'}}]}
+    echoed = {"content": "a b", "tool_calls": [{"function": {"name": "f", "arguments": {"y": 2, "x": 1}}}]}
+    assert same_reply(echoed, returned)
+    assert not same_reply({**echoed, "content": "a c"}, returned)
