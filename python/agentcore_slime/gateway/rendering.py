@@ -324,6 +324,7 @@ class PromptBuilder:
         self.stop_ids = list(dict.fromkeys(stops))
         close = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self._close_id = close if isinstance(close, int) and close != tokenizer.unk_token_id else None
+        self._window_ok = True
 
     def _eos_ids(self) -> list[int]:
         eos = getattr(self.tokenizer, "eos_token_id", None)
@@ -387,13 +388,49 @@ class PromptBuilder:
     ) -> list[int] | None:
         """ChatML bridge for chat-template models (reference §8, step 3).
 
-        Renders the history up to the last assistant message and the whole conversation as
-        text; the second must extend the first right after the ``<|im_end|>`` that closes
-        the assistant message. The rest (``\\n<|im_start|>...`` up to the generation prompt)
-        is encoded on its own: it starts after a special token, which BPE never merges across.
+        The tokens for the new messages are the text the chat template puts after the
+        ``<|im_end|>`` closing the last assistant message, up to the generation prompt,
+        encoded on its own: it starts after a special token, which BPE never merges across.
         """
         if self._close_id is None:
             return None
+        suffix = self._suffix(messages, k, tools)
+        if suffix is None:
+            return None
+        completion = chain.completion_ids
+        closing = [] if completion and completion[-1] in self.stop_ids else [self._close_id]
+        return [
+            *chain.prompt_ids,
+            *completion,
+            *closing,
+            *self.tokenizer.encode(suffix, add_special_tokens=False),
+        ]
+
+    def _suffix(
+        self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None
+    ) -> str | None:
+        """The template text after message ``k``'s close, rendered from a short window.
+
+        Rendering the whole conversation twice per turn grows with its length; the window
+        (first message, then message ``k`` onward) gives the same text for templates that
+        render each message from itself and its neighbours, as ChatML templates do. That
+        is verified on every short conversation (<= 8 messages) against the full render;
+        one mismatch switches windowing off for good.
+        """
+        if k == 0 or not self._window_ok:
+            return self._suffix_text(messages, k, tools)
+        windowed = self._suffix_text([messages[0], *messages[k:]], 1, tools)
+        if len(messages) <= 8:
+            full = self._suffix_text(messages, k, tools)
+            if full != windowed:
+                logger.warning("chat template is not message-local; cumulative bridges render in full")
+                self._window_ok = False
+                return full
+        return windowed
+
+    def _suffix_text(
+        self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None
+    ) -> str | None:
         close = "<|im_end|>"
         try:
             before = self._apply_text(messages[: k + 1], tools, add_generation_prompt=False)
@@ -404,12 +441,7 @@ class PromptBuilder:
         if cut < 0 or before[cut + len(close) :].strip():
             return None
         head = before[: cut + len(close)]
-        if not full.startswith(head):
-            return None
-        suffix = self.tokenizer.encode(full[len(head) :], add_special_tokens=False)
-        completion = chain.completion_ids
-        closing = [] if completion and completion[-1] in self.stop_ids else [self._close_id]
-        return [*chain.prompt_ids, *completion, *closing, *suffix]
+        return full[len(head) :] if full.startswith(head) else None
 
     def _apply_text(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **kw: Any
