@@ -9,10 +9,13 @@ does not extend the running sequence, a new segment (a new Sample) starts.
 
 Cost is linear in the episode's tokens for calls the gateway marks ``bridged`` (the
 gateway built that prompt by extending the previous call's prompt + completion, so
-only the previous completion's positions need comparing). Calls marked ``rendered``
-were re-rendered from messages and are compared over the whole running sequence,
-because a re-render can change tokens anywhere (a date in the system prompt, reasoning
-stripped from old turns); that comparison is one C-level list compare per call.
+only the previous completion's positions are compared, plus a constant number of spot
+checks of the older prefix). Calls marked ``rendered`` were re-rendered from messages
+and are compared over the whole previous prompt, because a re-render can change tokens
+anywhere (a date in the system prompt, reasoning stripped from old turns); that is one
+C-level list compare per call. A segment's lists are then built once at their final
+size: its tokens are its last call's prompt + completion, and each call's completion
+sits at its own prompt's end.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Segment:
     :param finish_reason: the finish reason of the segment's last call.
     :param calls: indices (in the episode's trace list) of the calls in this segment.
     :param texts: the assistant texts of the calls, for ``Sample.response``.
+    :param sampled_tokens: number of sampled (loss 1) response ids.
     """
 
     tokens: list[int]
@@ -48,43 +52,72 @@ class Segment:
     finish_reason: str = "stop"
     calls: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
-    _last_prompt_length: int = 0
+    sampled_tokens: int = 0
 
     @property
     def response_length(self) -> int:
         return len(self.tokens) - self.prompt_length
 
-    @property
-    def sampled_tokens(self) -> int:
-        return sum(self.loss_mask)
 
+def _extends(previous: CallTrace, trace: CallTrace) -> bool:
+    """Whether ``trace``'s prompt starts with ``previous``'s prompt + completion.
 
-def _extends(segment: Segment, trace: CallTrace) -> bool:
-    """Whether ``trace``'s prompt starts with the segment's running sequence."""
-    prompt, seq = trace.prompt_token_ids, segment.tokens
-    end = len(seq)
-    if len(prompt) < end:
+    ``previous`` itself extends the segment's earlier calls, so this is the same as
+    "starts with the segment's running sequence".
+    """
+    prompt, before, completion = (
+        trace.prompt_token_ids,
+        previous.prompt_token_ids,
+        previous.completion_token_ids,
+    )
+    start, end = len(before), len(before) + len(completion)
+    if len(prompt) < end or prompt[start:end] != completion:
         return False
     if trace.token_mode != "bridged":
-        return prompt[:end] == seq
-    start = segment._last_prompt_length
-    if prompt[start:end] != seq[start:end]:
-        return False
+        return prompt[:start] == before
     if start == 0:
         return True
     step = max(1, start // _PROBES)
-    return all(prompt[i] == seq[i] for i in range(0, start, step)) and prompt[start - 1] == seq[start - 1]
+    return prompt[start - 1] == before[start - 1] and all(
+        prompt[i] == before[i] for i in range(0, start, step)
+    )
 
 
-def _append_call(segment: Segment, index: int, trace: CallTrace) -> None:
-    segment.tokens.extend(trace.completion_token_ids)
-    segment.loss_mask.extend([1] * len(trace.completion_token_ids))
-    segment.logprobs.extend(trace.logprobs)
-    segment.finish_reason = trace.finish_reason
-    segment.calls.append(index)
-    content = trace.response_message.get("content") if trace.response_message else None
-    if isinstance(content, str):
-        segment.texts.append(content)
+def _split(traces: Sequence[CallTrace]) -> list[list[int]]:
+    """Call indices of each prefix-extending run, in call order."""
+    runs: list[list[int]] = []
+    for index, trace in enumerate(traces):
+        if runs and _extends(traces[runs[-1][-1]], trace):
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
+
+
+def _build(traces: Sequence[CallTrace], calls: list[int]) -> Segment:
+    """Lay a run's completions into one sequence: each call's completion starts at its prompt's end."""
+    first, last = traces[calls[0]], traces[calls[-1]]
+    prompt_length = len(first.prompt_token_ids)
+    tokens = list(last.prompt_token_ids)
+    tokens += last.completion_token_ids
+    response_length = len(tokens) - prompt_length
+    loss_mask = [0] * response_length
+    logprobs = [0.0] * response_length
+    texts = []
+    sampled = 0
+    for index in calls:
+        trace = traces[index]
+        offset = len(trace.prompt_token_ids) - prompt_length
+        size = len(trace.completion_token_ids)
+        sampled += size
+        loss_mask[offset : offset + size] = [1] * size
+        logprobs[offset : offset + size] = trace.logprobs
+        content = trace.response_message.get("content") if trace.response_message else None
+        if isinstance(content, str):
+            texts.append(content)
+    return Segment(
+        tokens, prompt_length, loss_mask, logprobs, last.finish_reason, list(calls), texts, sampled
+    )
 
 
 def merge_traces(traces: Sequence[CallTrace]) -> list[Segment]:
@@ -96,20 +129,7 @@ def merge_traces(traces: Sequence[CallTrace]) -> list[Segment]:
     :param traces: the session's calls in call order (``Gateway.traces``).
     :returns: the segments in call order.
     """
-    segments: list[Segment] = []
-    current: Segment | None = None
-    for index, trace in enumerate(traces):
-        prompt = trace.prompt_token_ids
-        if current is not None and _extends(current, trace):
-            bridge = len(prompt) - len(current.tokens)
-            current.tokens.extend(prompt[len(current.tokens) :])
-            current.loss_mask.extend([0] * bridge)
-            current.logprobs.extend([0.0] * bridge)
-        else:
-            current = Segment(tokens=list(prompt), prompt_length=len(prompt))
-            segments.append(current)
-        current._last_prompt_length = len(prompt)
-        _append_call(current, index, trace)
+    segments = [_build(traces, calls) for calls in _split(traces)]
     return [s for s in segments if s.prompt_length >= 1 and s.sampled_tokens >= 1]
 
 
