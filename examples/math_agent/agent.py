@@ -120,9 +120,13 @@ def model_params(sampling_params: dict[str, Any]) -> dict[str, Any]:
 def build_agent(settings: RolloutSettings) -> Any:
     """A fresh Strands agent talking to the policy model through the rollout's base URL.
 
+    The conversation is never trimmed (``NullConversationManager``): an episode that outgrows
+    the model's context fails loudly instead of silently training on a rewritten history.
+
     :param settings: the validated ``_rollout`` settings.
     """
     from strands import Agent
+    from strands.agent.conversation_manager import NullConversationManager
     from strands.models.openai import OpenAIModel
 
     model = OpenAIModel(
@@ -130,7 +134,13 @@ def build_agent(settings: RolloutSettings) -> Any:
         model_id=settings.model_id,
         params=model_params(settings.sampling_params),
     )
-    return Agent(model=model, tools=[calculator], system_prompt=SYSTEM_PROMPT, callback_handler=None)
+    return Agent(
+        model=model,
+        tools=[calculator],
+        system_prompt=SYSTEM_PROMPT,
+        callback_handler=None,
+        conversation_manager=NullConversationManager(),
+    )
 
 
 def count_tool_calls(messages: Sequence[dict[str, Any]]) -> int:

@@ -22,9 +22,8 @@ import httpx
 import pytest
 from aiohttp import web
 from fakes.acr_dataplane import AgentServer, ThreadedAiohttpServer
-from moto.server import ThreadedMotoServer
+from fakes.s3 import LocalS3
 
-BUCKET = "rl-results"
 SID = "sess-00000000-0000-0000-0000-000000000001"
 QUESTION = "A baker makes 12 trays of muffins with 18 muffins on each tray. How many muffins?"
 
@@ -76,32 +75,31 @@ class ScriptedLLM:
         return response
 
 
+@dataclass
+class Bucket:
+    """A fresh bucket on the local S3 server and a client for it."""
+
+    name: str
+    client: Any
+
+
 @pytest.fixture(scope="module")
-def s3_server() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+def local_s3() -> Iterator[LocalS3]:
+    with LocalS3() as server:
+        yield server
 
 
 @pytest.fixture
-def s3(s3_server: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+def s3(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> Bucket:
+    """The agent's boto3 S3 client (created by create_app) reaches the local server through env."""
+    for key, value in local_s3.env().items():
+        monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    client = boto3.client("s3")
-    client.create_bucket(Bucket=BUCKET)
-    yield client
-    for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        client.delete_object(Bucket=BUCKET, Key=item["Key"])
-    client.delete_bucket(Bucket=BUCKET)
+    return Bucket(local_s3.create_bucket(), boto3.client("s3"))
 
 
 @pytest.fixture
-def agent_url(s3: Any) -> Iterator[str]:
+def agent_url(s3: Bucket) -> Iterator[str]:
     with AgentServer(math_agent.create_app()) as server:
         yield server.url
 
@@ -112,8 +110,8 @@ def _serve_llm(llm: ScriptedLLM) -> ThreadedAiohttpServer:
     return server
 
 
-def _payload(llm_url: str, **overrides: Any) -> dict[str, Any]:
-    rollout = {"exp_id": "math-test", "input_id": "input-1", "s3_bucket": BUCKET,
+def _payload(llm_url: str, bucket: str, **overrides: Any) -> dict[str, Any]:
+    rollout = {"exp_id": "math-test", "input_id": "input-1", "s3_bucket": bucket,
                "base_url": f"{llm_url}/v1", "model_id": "policy",
                "sampling_params": {"temperature": 0.7, "max_tokens": 256, "top_k": 20}}
     payload = {"prompt": QUESTION, "answer": "216", "_rollout": rollout}
@@ -128,25 +126,25 @@ def _invoke(agent_url: str, payload: dict[str, Any]) -> dict[str, Any]:
     return reply.json()
 
 
-def _wait_for_result(s3: Any, key: str, timeout: float = 30.0) -> dict[str, Any]:
+def _wait_for_result(s3: Bucket, key: str, timeout: float = 30.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            return json.loads(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
-        except s3.exceptions.NoSuchKey:
+            return json.loads(s3.client.get_object(Bucket=s3.name, Key=key)["Body"].read())
+        except s3.client.exceptions.NoSuchKey:
             time.sleep(0.05)
-    raise AssertionError(f"no result at s3://{BUCKET}/{key} after {timeout}s")
+    raise AssertionError(f"no result at s3://{s3.name}/{key} after {timeout}s")
 
 
 @pytest.mark.parametrize(("wrong", "reward", "predicted"), [(False, 1.0, "216"), (True, 0.0, "217")])
-def test_rollout_writes_the_reward_to_s3(s3: Any, agent_url: str, wrong: bool, reward: float,
+def test_rollout_writes_the_reward_to_s3(s3: Bucket, agent_url: str, wrong: bool, reward: float,
                                          predicted: str) -> None:
     llm = ScriptedLLM(wrong=wrong)
     server = _serve_llm(llm)
     try:
-        reply = _invoke(agent_url, _payload(server.url))
+        reply = _invoke(agent_url, _payload(server.url, s3.name))
         key = f"math-test/input-1/{SID}.json"
-        assert reply == {"status": "processing", "s3_bucket": BUCKET, "result_key": key}
+        assert reply == {"status": "processing", "s3_bucket": s3.name, "result_key": key}
         result = _wait_for_result(s3, key)
     finally:
         server.stop()
@@ -171,11 +169,11 @@ def test_rollout_writes_the_reward_to_s3(s3: Any, agent_url: str, wrong: bool, r
     ],
 )
 def test_invalid_payload_is_an_error_result_and_the_model_is_never_called(
-        s3: Any, agent_url: str, overrides: dict[str, Any], message: str) -> None:
+        s3: Bucket, agent_url: str, overrides: dict[str, Any], message: str) -> None:
     llm = ScriptedLLM()
     server = _serve_llm(llm)
     try:
-        reply = _invoke(agent_url, _payload(server.url, **overrides))
+        reply = _invoke(agent_url, _payload(server.url, s3.name, **overrides))
         result = _wait_for_result(s3, reply["result_key"])
     finally:
         server.stop()
