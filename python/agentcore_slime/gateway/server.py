@@ -174,7 +174,14 @@ class Gateway:
             reasoning_parser=self.config.reasoning_parser,
         )
         logger.info("renderer family %s (%s)", choice.family, choice.reason)
-        return PromptBuilder(renderer, tokenizer, choice.family, generation_stop_ids(model_dir))
+        builder = PromptBuilder(renderer, tokenizer, choice.family, generation_stop_ids(model_dir))
+        try:  # compiles the chat template now rather than in the first agent call
+            builder.render([{"role": "user", "content": "warm-up"}], None)
+        except RenderError as err:
+            raise ValueError(
+                f"the renderer cannot render a one-message chat: {err} (check RENDERER_FAMILY)"
+            ) from None
+        return builder
 
     async def _start(self, engine_url: str) -> None:
         self._engine = EngineClient(

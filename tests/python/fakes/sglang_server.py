@@ -94,7 +94,8 @@ class FakeSGLang:
     :param policy: ``(input_ids, sampling_params) -> Completion``.
     :param fail_first: answer the first N ``/generate`` calls with 503.
     :param abort_first: answer the first N ``/generate`` calls with 200 + abort finish.
-    :param delay: seconds to sleep before answering each ``/generate``.
+    :param delay: seconds to sleep before answering each ``/generate`` (or a function
+        returning them, e.g. random generation times).
     :param context_length: the model's context length (400 errors past it).
     :param model_name: the served model name (``/v1/models``, ``/model_info``).
     :param tokenizer: optional; when given, responses carry a decoded ``text``.
@@ -106,7 +107,7 @@ class FakeSGLang:
         *,
         fail_first: int = 0,
         abort_first: int = 0,
-        delay: float = 0.0,
+        delay: float | Callable[[], float] = 0.0,
         context_length: int = 32768,
         model_name: str = "toy-qwen2.5",
         tokenizer: Any = None,
@@ -226,8 +227,9 @@ class FakeSGLang:
         self.headers.append(dict(request.headers))
         self.generate_calls += 1
         call = self.generate_calls
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        delay = self.delay() if callable(self.delay) else self.delay
+        if delay:
+            await asyncio.sleep(delay)
         if call <= self.fail_first:
             return _error(503, "Service Unavailable (scripted)")
         problem = self._validate(body)
