@@ -41,15 +41,13 @@ from typing import Any
 
 import prepare_gsm8k
 import pytest
+from agentcore_slime import rollout
+from agentcore_slime.rewards import normalize_episode_rewards
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
 from fakes.s3 import LocalS3
 from fakes.sglang_server import Completion, FakeSGLang, fake_logprob
 from fakes.toy_tokenizer import build_toy_tokenizer
 from slime.utils.types import Sample
-
-rollout = pytest.importorskip("agentcore_slime.rollout", reason="the rollout (issue 3) is not in the tree")
-pytest.importorskip("agentcore_slime.gateway.server", reason="the gateway (issue 4) is not in the tree yet")
-from agentcore_slime.rewards import normalize_episode_rewards  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = REPO / "examples" / "data" / "gsm8k_sample.jsonl"
