@@ -183,3 +183,21 @@ def test_loopback_check() -> None:
 
 def test_health(make_stand) -> None:
     assert httpx.get(f"{make_stand().gateway.url}/health").json() == {"status": "ok"}
+
+
+def test_reply_not_delivered_is_not_recorded(make_stand) -> None:
+    """The agent gives up (client timeout) while the engine is still generating: the reply
+    cannot be written, so nothing is recorded and the chain does not advance."""
+    import time
+
+    stand = make_stand(fake={"delay": 0.6})
+    stand.script.replies += ["too late", "on time"]
+    base = stand.gateway.create_session("s")
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(f"{base}/chat/completions", json=HELLO, timeout=0.2)
+    time.sleep(1.0)  # the engine answers, the gateway tries to write to the closed connection
+    assert len(stand.engine.requests) == 1
+    assert stand.gateway.traces("s") == []
+    assert _chat(base, HELLO).status_code == 200
+    [trace] = stand.gateway.traces("s")
+    assert trace.response_message["content"] == "on time"
