@@ -143,6 +143,8 @@ resolve_env() {
   PY="$ENV_DIR/bin/python"
   [[ -n $NEW_VENV || -x $PY ]] || die 1 "no python at $PY (is the environment at $ENV_DIR complete?)"
   check_python_version
+  ((USE_UV)) || [[ -n $NEW_VENV ]] || "$PY" -m pip --version >/dev/null 2>&1 ||
+    die 127 "neither uv on PATH nor pip in $ENV_DIR (install uv, or run: $PY -m ensurepip)"
 }
 
 check_python_version() {
@@ -170,6 +172,7 @@ check_clone_dir() { # <dir> <commit>
 set_paths() {
   local repo
   PREFIX=${PREFIX:-$PWD}
+  [[ $PREFIX == /* ]] || PREFIX="$PWD/$PREFIX"
   [[ -d $PREFIX || $DRY_RUN -eq 1 ]] || mkdir -p "$PREFIX" || die 1 "cannot create --prefix $PREFIX"
   [[ ! -d $PREFIX ]] || PREFIX=$(cd "$PREFIX" && pwd)
   SLIME_DIR="$PREFIX/slime"
@@ -285,8 +288,9 @@ step_venv() {
 done_venv() { [[ -x $PY ]]; }
 
 title_torch() { echo "PyTorch $PIN_TORCH ($TORCH_BACKEND)"; }
-step_torch() {
-  pip_install "torch==$PIN_TORCH" "torchvision==$PIN_TORCHVISION" "torchaudio==$PIN_TORCHAUDIO" "$(torch_index)"
+step_torch() { # the local label (+cu130) makes a build for another CUDA count as not installed
+  pip_install "torch==$PIN_TORCH+$TORCH_BACKEND" "torchvision==$PIN_TORCHVISION+$TORCH_BACKEND" \
+    "torchaudio==$PIN_TORCHAUDIO+$TORCH_BACKEND" "$(torch_index)"
 }
 done_torch() {
   satisfied torch "==$PIN_TORCH+$TORCH_BACKEND" torchvision "==$PIN_TORCHVISION+$TORCH_BACKEND" \
@@ -342,7 +346,7 @@ step_torch_memory_saver() {
   local major
   major=$(torch_cuda_major) || fail "cannot read torch.version.cuda from $PY (is the torch step done?)"
   [[ $major == "$CUDA_MAJOR" || $DRY_RUN -eq 1 ]] ||
-    fail "torch is built for CUDA $major but $VARIANT needs $CUDA_MAJOR (reinstall torch: remove '$STATE_FILE' and rerun)"
+    fail "torch in $ENV_DIR is built for CUDA $major but $VARIANT needs $CUDA_MAJOR (a later install replaced the $TORCH_BACKEND build? rerun to reinstall it)"
   TMS_CUDA_MAJOR=$major pip_install "torch_memory_saver @ git+$GITHUB/fzyzcjy/torch_memory_saver.git@$PIN_TMS" \
     --no-deps --no-build-isolation --no-cache-dir "$(reinstall_flag torch_memory_saver)"
 }
@@ -425,7 +429,7 @@ done_sglang_patches() {
 
 title_project() { echo "this project's Python package ($PROJECT_DIR), stack pins held"; }
 step_project() {
-  run_cmd write_file "$STATE_DIR/constraints.txt" "torch==$PIN_TORCH" "numpy$PIN_NUMPY" "scipy$PIN_SCIPY" \
+  run_cmd write_file "$STATE_DIR/constraints.txt" "torch==$PIN_TORCH+$TORCH_BACKEND" "numpy$PIN_NUMPY" "scipy$PIN_SCIPY" \
     "sglang==$PIN_SGLANG" "transformer_engine==$PIN_TE"
   pip_install -e "$PROJECT_DIR" --constraint "$STATE_DIR/constraints.txt"
 }

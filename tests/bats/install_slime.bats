@@ -144,12 +144,12 @@ tree_state() {
   grep -q '^\$ .*sglang==0.5.13' "$PREFIX/install_slime.log" || flunk "the log does not record the sglang command"
   # the constraints keep the project's dependencies from moving the stack
   grep -qx 'numpy<2' "$PREFIX/.install_slime/constraints.txt" || flunk "numpy is not held"
-  grep -qx 'torch==2.11.0' "$PREFIX/.install_slime/constraints.txt" || flunk "torch is not held"
+  grep -qx 'torch==2.11.0+cu130' "$PREFIX/.install_slime/constraints.txt" || flunk "torch is not held"
   local py="--python \$TMP/env/bin/python"
   changes >"$BATS_TEST_TMPDIR/changes"
   run -0 cat "$BATS_TEST_TMPDIR/changes"
   assert_output <<EOF
-uv pip install $py torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0 --torch-backend=cu130
+uv pip install $py torch==2.11.0+cu130 torchvision==0.26.0+cu130 torchaudio==2.11.0+cu130 --torch-backend=cu130
 uv pip install $py cmake ninja pybind11 packaging\>=24.2 wheel
 uv pip install $py flash-attn==2.8.3 --no-build-isolation --no-cache-dir --torch-backend=cu130
 uv pip install $py mbridge\ @\ git+https://github.com/ISEEKYAN/mbridge.git@89eb10887887bc74853f89a4de258c0702932a1c --no-deps
@@ -203,37 +203,29 @@ EOF
 }
 
 @test "a failed step reports the step, the command and its last output lines; the rerun resumes there" {
-  FAKE_PIP_FAIL="apex.git" run -1 --separate-stderr "$INSTALLER" --prefix "$PREFIX"
-  [[ $stderr == *"step 7/21 apex failed (exit 1)"* ]] || flunk "$stderr"
-  [[ $stderr == *"command: "*"MAX_JOBS="*"uv pip install"*"apex.git@10417ace"* ]] || flunk "$stderr"
+  FAKE_PIP_FAIL="sglang-router @" run -1 --separate-stderr "$INSTALLER" --prefix "$PREFIX"
+  [[ $stderr == *"step 17/21 sglang_router failed (exit 1)"* ]] || flunk "$stderr"
+  [[ $stderr == *"command: uv pip install --python $VIRTUAL_ENV/bin/python sglang-router\ @\ https://"* ]] || flunk "$stderr"
   [[ $stderr == *"RuntimeError: fake build failure"* ]] || flunk "$stderr"
   [[ -z $output ]] || flunk "no summary after a failure: $output"
-  ! changed 'git clone|torch_memory_saver' || flunk "ran past the failed step: $(changes)"
+  ! changed 'numpy|patch ' || flunk "ran past the failed step: $(changes)"
   grep -q "fake build failure" "$PREFIX/install_slime.log" || flunk "the failure is not in the log"
 
   : >"$CALL_LOG"
   run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX"
-  [[ $(changes | head -n 1) == "uv pip install --python \$TMP/env/bin/python apex\\ @\\ git+"* ]] ||
-    flunk "did not resume at apex: $(changes)"
-  ! changed 'torch==|flash-attn==|transformer_engine' || flunk "redid finished steps: $(changes)"
-  [[ $(grep -c '] skip ' <<<"$stderr") -eq 6 ]] || flunk "expected the 6 finished steps skipped: $stderr"
-}
-
-@test "a step without a check (slime's requirements) is resumed from the state file, not rerun" {
-  FAKE_PIP_FAIL="sglang-router @" run -1 "$INSTALLER" --prefix "$PREFIX"
-  [[ $output == *"sglang_router failed"* ]] || flunk "$output"
-  : >"$CALL_LOG"
-  run -0 "$INSTALLER" --prefix "$PREFIX"
-  ! changed ' -r ' || flunk "slime's requirements were reinstalled: $(changes)"
-  ! changed 'PyJWT' || flunk "the reinstall step ran again: $(changes)"
-  changed 'sglang-router' || flunk "the failed step did not run: $(changes)"
+  [[ $(changes | head -n 1) == "uv pip install --python \$TMP/env/bin/python sglang-router\\ @\\ "* ]] ||
+    flunk "did not resume at sglang_router: $(changes)"
+  [[ $(grep -c '] skip ' <<<"$stderr") -eq 16 ]] || flunk "expected the 16 finished steps skipped: $stderr"
+  # steps with a check are skipped by it; steps without one (slime's requirements, the reinstalls) by the state file
+  ! changed 'torch==|flash-attn==|transformer_engine|git clone' || flunk "redid checked steps: $(changes)"
+  ! changed ' -r |PyJWT' || flunk "redid recorded steps: $(changes)"
 }
 
 @test "without uv it uses the environment's python -m pip, and removes transformer-engine-cu12 on cu13" {
   rm "$STUB_DIR/uv"
   run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX" cu13
   ! changed '^uv ' || flunk "uv was used: $(changes)"
-  changes | grep -qx 'python -m pip install torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0 --extra-index-url=https://download.pytorch.org/whl/cu130' ||
+  changes | grep -qx 'python -m pip install torch==2.11.0+cu130 torchvision==0.26.0+cu130 torchaudio==2.11.0+cu130 --extra-index-url=https://download.pytorch.org/whl/cu130' ||
     flunk "$(changes)"
   changes | grep -qx 'python -m pip uninstall -y transformer-engine-cu12' || flunk "$(changes)"
   [[ $(changes | tail -n 1) == "python -m pip install -e \$REPO/python --constraint "* ]] || flunk "$(changes)"
@@ -263,4 +255,12 @@ EOF
   run -0 "$INSTALLER" --prefix "$PREFIX"
   ! changed 'clone .*Megatron' || flunk "recloned: $(changes)"
   changes | grep -qx "git -C \$TMP/prefix/Megatron-LM fetch origin 1dcf0dafa884ad52ffb243625717a3471643e087" || flunk "$(changes)"
+}
+
+@test "a torch built for the other CUDA counts as not installed and is replaced by the variant's build" {
+  "$REAL_PYTHON" "$FIXTURES/fake_pip.py" install "torch==2.11.0+cu129" "torchvision==0.26.0+cu129" "torchaudio==2.11.0+cu129"
+  run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX" cu13
+  [[ $stderr == *"[1/21] torch: PyTorch 2.11.0 (cu130)"* ]] || flunk "$stderr"
+  # torch_memory_saver was built against the cu130 torch, as TMS_CUDA_MAJOR says
+  grep -q '^\$ TMS_CUDA_MAJOR=13 uv pip install' "$PREFIX/install_slime.log" || flunk "$(grep TMS "$PREFIX/install_slime.log")"
 }
