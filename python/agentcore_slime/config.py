@@ -73,7 +73,7 @@ class ToolkitConfig:
     gateway_log_level: str = "warning"
     sglang_tool_call_parser: str | None = "qwen"
     sglang_reasoning_parser: str | None = None
-    result_poll_interval: float = 0.5
+    result_poll_interval: float = 0.25
     source: str = "toolkit.yaml"
 
     @property
@@ -226,7 +226,7 @@ def load_config(args: Any) -> ToolkitConfig:
         "gateway_log_level": reader.get("gateway_log_level", "warning", _text, "a string"),
         "sglang_tool_call_parser": reader.get("sglang_tool_call_parser", "qwen", _optional_text, "a string"),
         "sglang_reasoning_parser": reader.get("sglang_reasoning_parser", None, _optional_text, "a string"),
-        "result_poll_interval": reader.get("result_poll_interval", 0.5, _number, "a number of seconds"),
+        "result_poll_interval": reader.get("result_poll_interval", 0.25, _number, "a number of seconds"),
     }
     _check_ranges(reader, values)
     if reader.problems:

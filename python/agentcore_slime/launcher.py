@@ -275,6 +275,9 @@ class _Prefix:
     waiters: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)
     fetching: set[str] = field(default_factory=set)
     task: asyncio.Task[None] | None = None
+    lists: set[asyncio.Task[int]] = field(default_factory=set)
+    last_pages: int = 1
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 class ResultWatcher:
@@ -294,7 +297,7 @@ class ResultWatcher:
         s3: Any,
         bucket: str,
         executor: Executor,
-        poll_interval: float = 0.5,
+        poll_interval: float = 0.25,
         max_list_rate: float = 4.0,
         page_size: int | None = None,
     ) -> None:
@@ -326,17 +329,22 @@ class ResultWatcher:
             if future is not None and not future.done():
                 future.cancel()
 
-    def _list_blocking(self, prefix: str) -> tuple[list[str], int]:
+    def _list_blocking(self, prefix: str, first: str, last: str) -> tuple[list[str], int]:
+        """Keys under ``prefix`` from ``first`` to at least ``last`` (sorted), and the pages used.
+
+        Keys below the smallest awaited key or above the largest cannot be awaited, so
+        the listing starts just before ``first`` and stops paginating after ``last``.
+        """
         keys: list[str] = []
         pages = 0
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "StartAfter": first[:-1]}
         if self.page_size:
             kwargs["MaxKeys"] = self.page_size
         while True:
             page = self.s3.list_objects_v2(**kwargs)
             pages += 1
             keys.extend(item["Key"] for item in page.get("Contents", ()))
-            if not page.get("IsTruncated"):
+            if not page.get("IsTruncated") or (keys and keys[-1] >= last):
                 return keys, pages
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
 
@@ -369,29 +377,44 @@ class ResultWatcher:
                 future.set_exception(exc)
         prefix.waiters.clear()
 
+    async def _list(self, name: str, prefix: _Prefix, awaited: list[str]) -> tuple[list[str], int] | None:
+        """One LIST cycle; None when listing can never work (the waiters have been failed)."""
+        try:
+            return await _in_pool(self.executor, self._list_blocking, name, min(awaited), max(awaited))
+        except Exception as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code in _FATAL_S3_CODES:
+                self._fail_all(prefix, RuntimeError(f"cannot list s3://{self.bucket}/{name}: {exc}"))
+                return None
+            logger.warning("listing s3://%s/%s failed, retrying: %s", self.bucket, name, exc)
+            return [], 1
+
+    async def _cycle(self, name: str, prefix: _Prefix, awaited: list[str]) -> int:
+        """LIST once and start a GET for every awaited key found; returns the pages used."""
+        listed = await self._list(name, prefix, awaited)
+        if listed is None:
+            return 0
+        keys, pages = listed
+        self.list_requests += pages
+        prefix.last_pages = pages
+        for key in keys:
+            if key in prefix.waiters and key not in prefix.fetching:
+                prefix.fetching.add(key)
+                task = asyncio.create_task(self._fetch(key, prefix))
+                prefix.tasks.add(task)
+                task.add_done_callback(prefix.tasks.discard)
+        return pages
+
     async def _poll(self, name: str, prefix: _Prefix) -> None:
-        fetches: set[asyncio.Task[None]] = set()
+        """Start a LIST every ``poll_interval`` (at most two in flight, at most ``max_list_rate``
+        pages/s), so a slow LIST does not delay the next one by its whole duration."""
         while prefix.waiters:
-            started = time.monotonic()
-            try:
-                keys, pages = await _in_pool(self.executor, self._list_blocking, name)
-            except Exception as exc:
-                pages = 1
-                code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-                if code in _FATAL_S3_CODES:
-                    self._fail_all(prefix, RuntimeError(f"cannot list s3://{self.bucket}/{name}: {exc}"))
-                    break
-                logger.warning("listing s3://%s/%s failed, retrying: %s", self.bucket, name, exc)
-                keys = []
-            self.list_requests += pages
-            for key in keys:
-                if key in prefix.waiters and key not in prefix.fetching:
-                    prefix.fetching.add(key)
-                    task = asyncio.create_task(self._fetch(key, prefix))
-                    fetches.add(task)
-                    task.add_done_callback(fetches.discard)
-            elapsed = time.monotonic() - started
-            await asyncio.sleep(max(self.poll_interval - elapsed, pages / self.max_list_rate - elapsed, 0.0))
+            awaited = [key for key in prefix.waiters if key not in prefix.fetching]
+            if awaited and len(prefix.lists) < 2:
+                task = asyncio.create_task(self._cycle(name, prefix, awaited))
+                prefix.lists.add(task)
+                task.add_done_callback(prefix.lists.discard)
+            await asyncio.sleep(max(self.poll_interval, prefix.last_pages / self.max_list_rate))
         if self._prefixes.get(name) is prefix and not prefix.waiters:
             del self._prefixes[name]
 

@@ -23,6 +23,11 @@ Usage in a conftest::
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import uuid
 from typing import Any
 
@@ -33,15 +38,21 @@ class LocalS3:
     """moto in server mode on loopback.
 
     :param region: the region used for clients and bucket creation.
+    :param process: run moto as a separate process (``python -m moto.server``) instead of a
+        thread of this process; benchmarks use it so the server does not compete with the
+        code under test for the GIL (real S3 is remote).
     """
 
-    def __init__(self, region: str = REGION) -> None:
+    def __init__(self, region: str = REGION, process: bool = False) -> None:
         self.region = region
+        self.process = process
         self.url = ""
         self._server: Any = None
 
     def start(self) -> str:
         """Start the server; returns its url ``http://127.0.0.1:<port>``."""
+        if self.process:
+            return self._start_process()
         from moto.server import ThreadedMotoServer
 
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -50,11 +61,35 @@ class LocalS3:
         self.url = f"http://{host}:{port}"
         return self.url
 
+    def _start_process(self, timeout: float = 30.0) -> str:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+        self._server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1).close()
+                return self.url
+            except OSError:
+                if self._server.poll() is not None:
+                    break
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto server did not start on {self.url}")
+
     def stop(self) -> None:
         """Stop the server (idempotent)."""
-        if self._server is not None:
+        if self._server is None:
+            return
+        if isinstance(self._server, subprocess.Popen):
+            self._server.terminate()
+            self._server.wait(timeout=10)
+        else:
             self._server.stop()
-            self._server = None
+        self._server = None
 
     def env(self) -> dict[str, str]:
         """Environment that points boto3's S3 clients at this server, with dummy credentials."""

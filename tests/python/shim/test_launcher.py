@@ -214,15 +214,18 @@ def test_invoke_and_stop_share_one_limiter(s3_bucket: str, acr: Any) -> None:
 
 
 def test_rate_limiter_spaces_calls() -> None:
-    async def main() -> list[float]:
+    """Five calls at 50/s cannot all start within less than 4 intervals (80 ms)."""
+
+    async def main() -> tuple[float, list[float]]:
         limiter, times = RateLimiter(50), []
+        started = time.monotonic()
         for _ in range(5):
             await limiter.acquire()
             times.append(time.monotonic())
-        return times
+        return started, times
 
-    times = asyncio.run(main())
-    assert all(b - a >= 0.02 - 0.002 for a, b in zip(times, times[1:], strict=False))
+    started, times = asyncio.run(main())
+    assert times[-1] - started >= 4 * 0.02 - 0.002
 
 
 def test_one_list_per_poll_cycle_finds_many_results(s3_bucket: str, agents: Any) -> None:
@@ -272,3 +275,11 @@ def test_mixed_step_with_thirty_percent_failures(s3_bucket: str, agents: Any) ->
         "invoke failed",
         "timeout",
     ]
+
+
+def test_missing_bucket_fails_fast_instead_of_timing_out(s3_bucket: str, agents: Any) -> None:
+    agent = agents.start(by_case({"hang": Behaviour(result=None)}))
+    started = time.monotonic()
+    [outcome] = run(local_config("no-such-bucket-here", agent.url, acr_timeout=30), [request("hang")])
+    assert "cannot list s3://no-such-bucket-here/exp-test/step-1/" in str(outcome.reason)
+    assert time.monotonic() - started < 30
