@@ -2,6 +2,7 @@
 # pointing at it, and stubs for the external commands train.sh runs.
 # shellcheck shell=bash
 
+# shellcheck disable=SC2034 # used by the .bats files that load this one
 LIB_DIR="$REPO_ROOT/templates/lib"
 LAUNCHER_FIXTURES="$REPO_ROOT/tests/fixtures/launcher"
 
@@ -49,6 +50,7 @@ stub_cluster() {
   export ENV_LOG="$BATS_TEST_TMPDIR/env.log"
   stub pkill 'exit 1'
   stub pgrep 'exit 1'
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
   stub ray '
 [[ -n ${WANDB_API_KEY:-} ]] && echo "ray $1: WANDB_API_KEY in environment" >>"$ENV_LOG"
 if [[ $1 == job && $2 == submit ]]; then

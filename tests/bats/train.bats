@@ -58,6 +58,7 @@ _setup() {
     --spec slime_plugins.models.demo "get spec with spaces" --rotary-base 1000000 --norm-epsilon 1e-6)
   local i
   for i in "${!expected[@]}"; do
+    # shellcheck disable=SC2016 # a literal, single-quoted on purpose
     [[ ${lines[i + 2]} == "${expected[i]}" ]] || flunk "MODEL_ARGS[$i]: '${lines[i + 2]}' != '${expected[i]}'"
   done
   [[ $(flag_value --num-rollout) == 7 ]]
@@ -78,6 +79,7 @@ _setup() {
 
 @test "the runtime env carries PYTHONPATH (Megatron + python/) and CUDA_DEVICE_MAX_CONNECTIONS only" {
   run -0 "$TRAIN" "$WORK/exp.env"
+  # shellcheck disable=SC2016 # a literal, single-quoted on purpose
   run python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1])), sort_keys=True))' "$JOB_ENV_JSON"
   assert_output "{\"env_vars\": {\"CUDA_DEVICE_MAX_CONNECTIONS\": \"1\", \"PYTHONPATH\": \"$WORK/install/Megatron-LM:$REPO_ROOT/python\"}}"
 }
@@ -93,8 +95,10 @@ LINE
   local n=${#lines[@]}
   [[ ${lines[n - 7]} == --sglang-router-policy ]] || flunk "$output"
   [[ ${lines[n - 6]} == "consistent hashing" ]] || flunk "$output"
+  # shellcheck disable=SC2016 # a literal, single-quoted on purpose
   [[ ${lines[n - 5]} == --note && ${lines[n - 4]} == "it's" ]] || flunk "$output"
   [[ ${lines[n - 3]} == --rollout-top-k && ${lines[n - 2]} == 5 ]] || flunk "$output"
+  # shellcheck disable=SC2016 # a literal, single-quoted on purpose
   [[ ${lines[n - 1]} == '--title=a "quoted" word' ]] || flunk "$output"
   # the empty argument survives too (mapfile of NUL-separated words keeps it)
   local -a argv
@@ -125,9 +129,12 @@ ENV
   [[ -z $output ]] || flunk "something was executed: $output"
   run job_argv
   assert_line "$evil_dir/data/train.jsonl"
+  # shellcheck disable=SC2016 # literals that must not expand
   assert_line '$(touch PWNED7)'
+  # shellcheck disable=SC2016 # literals that must not expand
   assert_line '`touch PWNED8`'
   assert_line 'x; touch PWNED9 && y'
+  # shellcheck disable=SC2016 # a literal, single-quoted on purpose
   assert_line 'line1\nline2 $(touch PWNED10)'
   run python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(d["model_id"]); print(d["agent_url"])' \
     "$RUN_DIR/toolkit.yaml"
@@ -142,6 +149,7 @@ http://127.0.0.1:8080/\$(touch PWNED5)"
   [[ ! -s $ENV_LOG ]]
 
   : >"$CALL_LOG"
+  # shellcheck disable=SC2030 # each @test has its own environment
   export WANDB_API_KEY=sk-zq8W7vK3 WANDB_ENTITY=ent-Xy9Qp4
   run -0 "$TRAIN" "$WORK/exp.env"
   [[ $(flag_value --wandb-project) == proj ]]
@@ -212,7 +220,7 @@ refute_line_in_job() {
   run -0 --separate-stderr "$TRAIN" --render-only "$WORK/exp.env"
   [[ $stderr == *"was edited since it was rendered: kept your copy as $RUN_DIR/train.sh.edited-"* ]] || flunk "$stderr"
   grep -q "# my edit" "$RUN_DIR"/train.sh.edited-*
-  ! grep -q "# my edit" "$RUN_DIR/train.sh"
+  run ! grep -q "# my edit" "$RUN_DIR/train.sh"
   # an unedited script is simply re-rendered
   run -0 --separate-stderr "$TRAIN" --render-only --set NUM_ROLLOUT=2 "$WORK/exp.env"
   [[ $stderr != *"was edited"* ]] || flunk "$stderr"
@@ -230,6 +238,7 @@ refute_line_in_job() {
   mkdir -p "$WORK/cuda-13.0/bin" "$WORK/cuda-13.0/lib64"
   write_env "$WORK/exp.env" "$WORK/install" "CUDA_HOME=$WORK/cuda-13.0"
   LD_LIBRARY_PATH="/usr/local/cuda-12.9/lib64:/opt/x/lib" run -0 "$TRAIN" "$WORK/exp.env"
+  # shellcheck disable=SC2016 # a literal, single-quoted on purpose
   run python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["env_vars"]; print(e["CUDA_HOME"]); print(e["LD_LIBRARY_PATH"])' "$JOB_ENV_JSON"
   assert_output "$WORK/cuda-13.0
 $WORK/cuda-13.0/lib64:/opt/x/lib"
@@ -238,6 +247,7 @@ $WORK/cuda-13.0/lib64:/opt/x/lib"
 }
 
 @test "TOOLKIT_DEBUG=1 traces, and still never prints the wandb key" {
+  # shellcheck disable=SC2031 # each @test has its own environment
   export WANDB_API_KEY=sk-zq8W7vK3 TOOLKIT_DEBUG=1
   run -0 "$TRAIN" "$WORK/exp.env"
   assert_output_contains "+ start_ray_head 8"
@@ -246,6 +256,7 @@ $WORK/cuda-13.0/lib64:/opt/x/lib"
 
 @test "python3 without the launcher's helpers: a private venv is created once, said in one line" {
   # a python3 that lacks jinja2/yaml/dotenv; its `-m venv DIR` makes DIR/bin/python a stub
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
   stub python3 '
 case "$*" in
   "-c import sys; sys.exit(sys.version_info < (3, 10))") exit 0 ;;
@@ -276,4 +287,35 @@ esac'
   PATH="$STUB_DIR:$REPO_ROOT/bin:$TEST_PYTHON_DIR:/usr/bin:/bin" run -127 --separate-stderr "$TRAIN" "$WORK/exp.env"
   [[ $stderr == *"ray not found on PATH"* ]] || flunk "$stderr"
   [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
+
+@test "every invalid env file in tests/fixtures/launcher/invalid exits 2 with its message; no stub is called" {
+  local file expected count=0
+  for file in "$LAUNCHER_FIXTURES"/invalid/*.env; do
+    expected=$(sed -n '1s/^# expect: //p' "$file")
+    [[ -n $expected ]] || flunk "$file has no '# expect:' first line"
+    run -2 --separate-stderr "$TRAIN" "$file"
+    [[ $stderr == "bin/train: "*"$expected"* && $stderr == *" ("*")" ]] || flunk "$(basename "$file"): stderr: $stderr"
+    [[ -z $output ]] || flunk "$(basename "$file"): stdout: $output"
+    count=$((count + 1))
+  done
+  ((count >= 15)) || flunk "only $count invalid env files"
+  refute_calls
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
+
+@test "a bad --set, --variant or option is a usage error (exit 2)" {
+  run -2 --separate-stderr "$TRAIN" --set NUM_GPUS "$WORK/exp.env"
+  [[ $stderr == "bin/train: --set 'NUM_GPUS' is not KEY=VALUE"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" --set NUM_GPU=2 "$WORK/exp.env"
+  [[ $stderr == "bin/train: --set: unknown key NUM_GPU (did you mean NUM_GPUS?)" ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" --variant turbo "$WORK/exp.env"
+  [[ $stderr == "bin/train: unknown --variant 'turbo' (use one of: sync)" ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" --frobnicate "$WORK/exp.env"
+  [[ $stderr == "bin/train: unrecognized arguments: --frobnicate (see bin/train --help)" ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" --dry-run --render-only "$WORK/exp.env"
+  [[ $stderr == "bin/train: argument --render-only: not allowed with argument --dry-run"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" "$WORK/missing.env"
+  [[ $stderr == "bin/train: cannot read env file $WORK/missing.env"* ]] || flunk "$stderr"
+  refute_calls
 }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bats
+# templates/lib/processes.sh, sourced directly: stale-process cleanup is scoped to this user.
+
+load ../test_helper
+load launcher
+
+_setup() {
+  # shellcheck source=templates/lib/common.sh
+  source "$LIB_DIR/common.sh"
+  # shellcheck source=templates/lib/processes.sh
+  source "$LIB_DIR/processes.sh"
+  stub sleep
+}
+
+@test "stop_stale_processes: this user's SGLang, then ray stop --force, then a check for raylet/gcs_server" {
+  stub pkill 'exit 1'
+  stub ray
+  stub pgrep 'exit 1'
+  run -0 stop_stale_processes
+  local uid
+  uid=$(id -u)
+  assert_calls <<CALLS
+pkill -KILL -u $uid -f \^sglang::\|sglang\\\\.launch_server\|sglang_router\\\\.launch
+ray stop --force
+pgrep -u $uid -x raylet\|gcs_server
+CALLS
+}
+
+@test "the SGLang pattern matches SGLang processes and not our script or an editor" {
+  local cmdline
+  for cmdline in "sglang::scheduler_TP0" "python3 -m sglang.launch_server --model-path /m" \
+    "python3 -m sglang_router.launch_router --port 3000"; do
+    [[ $cmdline =~ $TOOLKIT_SGLANG_PATTERN ]] || flunk "should match: $cmdline"
+  done
+  for cmdline in "bash runs/sglang-exp/train.sh" "vim sglang.py" "python3 -m pkill_sglang" "tail sglang::log"; do
+    [[ ! $cmdline =~ $TOOLKIT_SGLANG_PATTERN ]] || flunk "should not match: $cmdline"
+  done
+}
+
+@test "a raylet that survives is a clear error naming its PIDs, after a bounded wait" {
+  stub pkill
+  stub ray
+  stub pgrep 'printf "4242\n4343\n"'
+  TOOLKIT_STALE_CHECKS=3 run -1 stop_stale_processes
+  assert_output_contains "Ray processes of this user survived 'ray stop --force' (PIDs: 4242 4343)"
+  run calls sleep
+  ((${#lines[@]} == 3)) || flunk "sleeps: $output"
+}
+
+@test "processes that exit after a moment are waited for" {
+  stub pkill
+  stub ray
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub pgrep 'n=$(grep -c ^pgrep "$CALL_LOG"); ((n >= 3)) && exit 1; echo 4242'
+  run -0 stop_stale_processes
+  run calls pgrep
+  ((${#lines[@]} == 3)) || flunk "$output"
+}
+
+@test "never a broad kill: no pkill without -u, never 'python'" {
+  stub pkill
+  stub ray
+  stub pgrep 'exit 1'
+  stop_stale_processes 2>/dev/null
+  run calls pkill
+  [[ $output == "pkill -KILL -u $(id -u) "* ]] || flunk "$output"
+  refute_output_contains python
+}
