@@ -67,7 +67,9 @@ class Behaviour:
     :param delay: seconds before the result is written.
     :param error: the handler raises this message: an error result (status_code 500) is written.
     :param http_status: reply status of the invocation itself (not 200: the invoke fails).
-    :param traces: the calls the gateway records for this session.
+    :param traces: the calls the stand-in gateway records for this session.
+    :param chat: user turns the agent sends, one chat call each, to ``_rollout.base_url``
+        (for tests with the real gateway), before writing the result.
     """
 
     result: dict[str, Any] | None = field(default_factory=lambda: {"rewards": 1.0})
@@ -75,6 +77,7 @@ class Behaviour:
     error: str | None = None
     http_status: int = 200
     traces: list[CallTrace] = field(default_factory=lambda: multi_turn(2))
+    chat: list[str] = field(default_factory=list)
 
 
 Script = Callable[[dict[str, Any], str], Behaviour]
@@ -158,8 +161,28 @@ class StandinAgent(ThreadedAiohttpServer):
             {"status": "processing", "s3_bucket": config["s3_bucket"], "result_key": key}
         )
 
+    async def _talk(self, config: dict[str, Any], turns: list[str]) -> None:
+        """Talk to the model like an OpenAI-SDK agent: the conversation grows turn by turn."""
+        import aiohttp
+
+        messages: list[dict[str, Any]] = []
+        async with aiohttp.ClientSession() as client:
+            for turn in turns:
+                messages.append({"role": "user", "content": turn})
+                body = {
+                    "model": config["model_id"],
+                    "messages": messages,
+                    **config.get("sampling_params", {}),
+                }
+                async with client.post(f"{config['base_url']}/chat/completions", json=body) as response:
+                    response.raise_for_status()
+                    reply = await response.json()
+                messages.append({"role": "assistant", "content": reply["choices"][0]["message"]["content"]})
+
     async def _finish(self, behaviour: Behaviour, payload: dict[str, Any], bucket: str, key: str) -> None:
         await asyncio.sleep(behaviour.delay)
+        if behaviour.chat:
+            await self._talk(payload["_rollout"], behaviour.chat)
         if behaviour.error is not None:
             result: dict[str, Any] = {"status_code": 500, "stop_reason": behaviour.error, "traceback": "..."}
         elif behaviour.result is None:

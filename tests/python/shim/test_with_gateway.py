@@ -1,0 +1,86 @@
+"""generate_rollout through the real gateway (default factory), a scripted SGLang and a chatting agent.
+
+Everything but the model is real: ``default_gateway_factory`` starts the gateway from
+slime-like args (toy tokenizer dir as ``hf_checkpoint``, the scripted SGLang server
+(``fakes.sglang_server``) as slime's router), the stand-in agent sends OpenAI chat calls
+to the session's base URL, results go through the local S3 server, and the gateway's
+traces are merged into Samples. What the fake engine sampled must be exactly what the
+Samples train on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentcore_slime import rollout
+from fakes.s3 import LocalS3
+from fakes.sglang_server import FakeSGLang, text_policy
+from fakes.toy_tokenizer import build_toy_tokenizer
+
+from shim.slime_split import check_sample_invariants, flatten
+from shim.standins import Behaviour, ListDataSource, StandinAgent, make_args
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, FakeSGLang, Any]]:
+    from transformers import AutoTokenizer
+
+    model_dir = build_toy_tokenizer(tmp_path_factory.mktemp("toy-model"))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    with FakeSGLang(text_policy(tokenizer, lambda prompt: "The answer is 4."), tokenizer=tokenizer) as fake:
+        yield model_dir, fake, tokenizer
+
+
+def test_rollout_with_the_real_gateway(
+    s3_bucket: str, local_s3: LocalS3, engine: tuple[Path, FakeSGLang, Any]
+) -> None:
+    model_dir, fake, tokenizer = engine
+    port = int(fake.url.rsplit(":", 1)[1])
+    chat = Behaviour(result={"rewards": 1.0}, chat=["What is 2+2?", "Are you sure?"])
+    agent = StandinAgent(lambda payload, sid: chat, local_s3.client())
+    agent.start()
+    rollout._STATE.reset()
+    try:
+        args = make_args(
+            agent_url=agent.url,
+            s3_bucket=s3_bucket,
+            hf_checkpoint=str(model_dir),
+            sglang_router_ip="127.0.0.1",
+            sglang_router_port=port,
+            gateway_host="127.0.0.1",
+            rollout_batch_size=1,
+            n_samples_per_prompt=2,
+        )
+        before = len(fake.requests)
+        output = rollout.generate_rollout(args, 0, ListDataSource([{"prompt": "q", "metadata": {"q": 1}}], 2))
+    finally:
+        rollout._STATE.reset()
+        agent.stop()
+    samples = flatten(output.samples)
+    check_sample_invariants(samples)
+    assert {s.session_id for s in samples} == {sid for sid, _ in agent.invocations} and len(
+        agent.invocations
+    ) == 2
+    assert all(s.reward == 1.0 for s in samples)
+    requests: list[dict[str, Any]] = fake.requests[before:]
+    assert len(requests) == 4  # 2 episodes x 2 chat calls
+    assert all(r["sampling_params"]["temperature"] == 0.8 for r in requests)
+    completion = [
+        *tokenizer.encode("The answer is 4.", add_special_tokens=False),
+        tokenizer.convert_tokens_to_ids("<|im_end|>"),
+    ]
+    sent_prompts = [r["input_ids"] for r in requests]
+    calls_per_episode: dict[str, int] = {}
+    for sample in samples:
+        info = sample.metadata["agentcore"]
+        response = sample.tokens[len(sample.tokens) - sample.response_length :]
+        trained = [t for t, m in zip(response, sample.loss_mask, strict=True) if m]
+        assert trained == completion * len(info["calls"])  # exactly what the engine sampled
+        assert sample.tokens[: len(sample.tokens) - sample.response_length] in sent_prompts
+        calls_per_episode[sample.session_id] = calls_per_episode.get(sample.session_id, 0) + len(
+            info["calls"]
+        )
+    assert calls_per_episode == {sid: 2 for sid, _ in agent.invocations}
