@@ -129,10 +129,17 @@ class Runtime:
         """Run a blocking call (gateway, file I/O) in the bounded thread pool."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
+    async def _drain(self) -> None:
+        await self.launcher.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def close(self) -> None:
-        """Close the launcher, stop the loop and the pool, shut the gateway down."""
+        """Close the launcher, cancel leftover tasks, stop the loop and the pool, shut the gateway down."""
         try:
-            self.run(self.launcher.close())
+            self.run(self._drain())
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=10)
