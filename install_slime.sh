@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Summary: Install the pinned slime stack (PyTorch, flash-attn, TransformerEngine, Apex, Megatron-LM, SGLang, slime) and this toolkit
+# Summary: Install the pinned slime stack (torch, flash-attn, TE, Apex, Megatron-LM, SGLang, slime) and this toolkit
 #
 # Usage: install_slime.sh [--dry-run] [--prefix DIR] [cu12|cu13]
 #
@@ -117,13 +117,15 @@ require_tools() {
 
 # CUDA_HOME/bin/nvcc must exist and match the variant, before anything is installed.
 check_cuda() {
-  local nvcc="$CUDA_HOME/bin/nvcc" text release
+  local nvcc="$CUDA_HOME/bin/nvcc" text release hint
   [[ -x $nvcc ]] || die 127 "no nvcc at $nvcc (install the CUDA $CUDA_MAJOR toolkit or export CUDA_HOME=<its dir>)"
   text=$("$nvcc" --version 2>&1) || die 1 "$nvcc --version failed: $text"
   release=$(sed -n 's/.*release \([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p' <<<"$text" | head -n 1)
   [[ -n $release ]] || die 1 "cannot read the CUDA release from '$nvcc --version' (is $CUDA_HOME a CUDA toolkit?)"
+  hint="export CUDA_HOME=<a CUDA $CUDA_MAJOR toolkit>"
+  [[ ${release%%.*} != 1[23] ]] || hint+=" or run '$ME.sh cu${release%%.*}'"
   [[ ${release%%.*} == "$CUDA_MAJOR" ]] ||
-    die 1 "CUDA_HOME=$CUDA_HOME has nvcc $release but $VARIANT needs CUDA $CUDA_MAJOR.x (export CUDA_HOME=<a CUDA $CUDA_MAJOR toolkit> or run '$ME.sh cu${release%%.*}')"
+    die 1 "CUDA_HOME=$CUDA_HOME has nvcc $release but $VARIANT needs CUDA $CUDA_MAJOR.x ($hint)"
   CUDA_RELEASE=$release
 }
 
@@ -187,13 +189,17 @@ set_paths() {
 
 # ---------------------------------------------------------------- installer front ends ------------
 
-if command -v uv >/dev/null 2>&1; then USE_UV=1; else USE_UV=0; fi
+if command -v uv >/dev/null 2>&1; then USE_UV=1 INSTALLER="uv pip"; else USE_UV=0 INSTALLER="python -m pip"; fi
 
 pip_install() { # <args...>: install into $PY's environment
   if ((USE_UV)); then run_cmd uv pip install --python "$PY" "$@"; else run_cmd "$PY" -m pip install "$@"; fi
 }
 torch_index() { # the PyTorch wheel index of the variant
-  if ((USE_UV)); then printf '%s\n' "--torch-backend=$TORCH_BACKEND"; else printf '%s\n' "--extra-index-url=$TORCH_INDEX/$TORCH_BACKEND"; fi
+  if ((USE_UV)); then
+    printf '%s\n' "--torch-backend=$TORCH_BACKEND"
+  else
+    printf '%s\n' "--extra-index-url=$TORCH_INDEX/$TORCH_BACKEND"
+  fi
 }
 prerelease_flag() { if ((USE_UV)); then echo "--prerelease=allow"; else echo "--pre"; fi; }
 reinstall_flag() { # <package>
@@ -346,7 +352,7 @@ step_torch_memory_saver() {
   local major
   major=$(torch_cuda_major) || fail "cannot read torch.version.cuda from $PY (is the torch step done?)"
   [[ $major == "$CUDA_MAJOR" || $DRY_RUN -eq 1 ]] ||
-    fail "torch in $ENV_DIR is built for CUDA $major but $VARIANT needs $CUDA_MAJOR (a later install replaced the $TORCH_BACKEND build? rerun to reinstall it)"
+    fail "torch in $ENV_DIR is built for CUDA $major but $VARIANT needs $CUDA_MAJOR (rerun to reinstall the $TORCH_BACKEND build)"
   TMS_CUDA_MAJOR=$major pip_install "torch_memory_saver @ git+$GITHUB/fzyzcjy/torch_memory_saver.git@$PIN_TMS" \
     --no-deps --no-build-isolation --no-cache-dir "$(reinstall_flag torch_memory_saver)"
 }
@@ -536,7 +542,7 @@ report_failure() { # <index> <step> <status>
 print_plan() {
   local i=0 name note
   printf 'install_slime plan: %s, CUDA_HOME=%s (nvcc %s), environment %s (python %s), installer %s\n' \
-    "$VARIANT" "$CUDA_HOME" "$CUDA_RELEASE" "$ENV_DIR" "$PY_VERSION" "$( ((USE_UV)) && echo 'uv pip' || echo 'python -m pip')"
+    "$VARIANT" "$CUDA_HOME" "$CUDA_RELEASE" "$ENV_DIR" "$PY_VERSION" "$INSTALLER"
   for name in "${STEPS[@]}"; do
     i=$((i + 1))
     note=""
