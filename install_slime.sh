@@ -272,9 +272,11 @@ site_patch_applied() { # <patch>
   [[ -f $1 ]] && site=$(sglang_site 2>/dev/null) && [[ -d $site ]] &&
     patch -d "$site" -p2 -F0 -R --dry-run -s -i "$1" >/dev/null 2>&1
 }
-# the directory that holds the installed sglang package (the sglang patches are relative to it)
+# the directory that holds the installed sglang package (the sglang patches are relative to it),
+# found without importing sglang
 sglang_site() {
-  "$PY" -c 'import os, sglang; print(os.path.dirname(os.path.dirname(sglang.__file__)))' 2>/dev/null ||
+  "$PY" -c 'import importlib.util as u, os; print(os.path.dirname(os.path.dirname(u.find_spec("sglang").origin)))' \
+    2>/dev/null ||
     { ((DRY_RUN)) && echo "<dir of the installed sglang package>"; }
 }
 torch_cuda_major() {

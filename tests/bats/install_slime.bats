@@ -91,6 +91,8 @@ tree_state() {
     [[ -z $output ]] || flunk "stdout must stay empty for '$bad': $output"
     [[ $stderr == install_slime:* ]] || flunk "no error for '$bad': $stderr"
   done
+  TOOLKIT_MAX_JOBS=lots run -2 --separate-stderr "$INSTALLER"
+  [[ $stderr == *"TOOLKIT_MAX_JOBS must be a positive integer, got 'lots'"* ]] || flunk "$stderr"
   refute_calls
 }
 
@@ -186,6 +188,10 @@ EOF
   [[ $(grep -c '] skip ' <<<"$stderr") -eq 21 ]] || flunk "expected 21 skipped steps: $stderr"
   [[ $stderr == *"skip apex: already done"* ]] || flunk "$stderr"
   assert_line "SLIME_DIR=$PREFIX/slime"
+  # and the plan marks every step as done
+  run -0 --separate-stderr "$INSTALLER" --dry-run --prefix "$PREFIX"
+  [[ $(grep -c '\[already done: would skip\]$' <<<"$output") -eq 21 ]] || flunk "$output"
+  [[ -z $(changes) ]] || flunk "the dry run changed: $(changes)"
 }
 
 @test "a package that no longer matches its pin is reinstalled, and the patches it lost reapplied" {
