@@ -1,0 +1,121 @@
+"""The launcher's command line, run in-process (``main(argv)``): exit codes, stdout/stderr
+discipline, the run directory, and the shell quoting every rendered value goes through."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentcore_slime.launch import cli
+from agentcore_slime.launch.render import Rendered, shell_quote
+
+ENV = """\
+EXP_ID=cli-exp
+S3_BUCKET=my-bucket
+AGENT_URL=http://127.0.0.1:8080
+MODEL_DIR=/m
+DATA_PATH=/d.jsonl
+MODEL_TYPE=qwen2.5-3B
+"""
+
+
+@pytest.fixture
+def env_file(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("TOOLKIT_RUNS_DIR", str(tmp_path / "runs"))
+    path = tmp_path / "exp.env"
+    path.write_text(ENV)
+    return path
+
+
+def test_render_only_writes_the_run_dir_and_prints_how_to_run(env_file: Path, tmp_path: Path, capsys) -> None:
+    assert cli.main(["--render-only", str(env_file)]) == 0
+    out, err = capsys.readouterr()
+    run_dir = tmp_path / "runs" / "cli-exp"
+    assert out == f"bash {run_dir / 'train.sh'}\n"
+    assert "warning: MODEL_DIR: /m/config.json does not exist" in err
+    assert sorted(p.name for p in run_dir.iterdir()) == [".rendered.json", "env", "toolkit.yaml", "train.sh"]
+    assert (run_dir / "train.sh").stat().st_mode & 0o111
+
+
+def test_dry_run_prints_script_and_command(env_file: Path, tmp_path: Path, capsys) -> None:
+    assert cli.main(["--dry-run", "--set", "NUM_ROLLOUT=5", str(env_file), "--", "--my flag"]) == 0
+    script, command = capsys.readouterr().out.splitlines()
+    assert Path(script).is_file() and not Path(script).is_relative_to(tmp_path / "runs")
+    assert command.startswith("python3 /root/slime/train.py ${MODEL_ARGS[@]} --hf-checkpoint /m ")
+    assert " --num-rollout 5 " in command
+    assert command.endswith("${WANDB_ARGS[@]} ${TRAIN_ENV_ARGS[@]} '--my flag'")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_bad_input_exits_2_with_one_line_on_stderr(env_file: Path, capsys) -> None:
+    assert cli.main(["--set", "TP_SIZE=3", str(env_file)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("bin/train: NUM_GPUS=8 is not divisible by TP_SIZE=3 (choose a TP_SIZE that divides "
+                   "NUM_GPUS (e.g. 1, 2, 4 or 8 on an 8-GPU node))\n")
+
+
+def test_real_run_with_missing_paths_is_an_error(env_file: Path, capsys) -> None:
+    assert cli.main([str(env_file)]) == 2
+    assert "MODEL_DIR: /m/config.json does not exist" in capsys.readouterr().err
+
+
+def test_real_run_execs_bash_on_the_script(env_file: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    models = tmp_path / "slime" / "scripts" / "models"
+    models.mkdir(parents=True)
+    (tmp_path / "slime" / "train.py").write_text("")
+    (models / "qwen2.5-3B.sh").write_text("MODEL_ARGS=(--a)\n")
+    (tmp_path / "meg").mkdir()
+    env_file.write_text(ENV.replace("/m\n", f"{tmp_path}/m\n").replace("/d.jsonl", f"{tmp_path}/d.jsonl")
+                        + f"SLIME_DIR={tmp_path}/slime\nMEGATRON_DIR={tmp_path}/meg\n")
+    calls: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(cli.os, "execvp", lambda prog, argv: calls.append((prog, argv)))
+    monkeypatch.setattr(cli.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setenv("TOOLKIT_SAVED_PYTHONPATH", "unset")
+    monkeypatch.setenv("PYTHONPATH", "/repo/python")
+    assert cli.main([str(env_file)]) == 1  # only reached because execvp is replaced
+    assert calls == [("bash", ["bash", str(tmp_path / "runs" / "cli-exp" / "train.sh")])]
+    assert "PYTHONPATH" not in cli.os.environ  # the caller had none: restored before exec
+
+
+def test_write_run_dir_keeps_edited_files(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    cli.write_run_dir(run_dir, Rendered({"train.sh": "v1\n", "env": "e1\n"}))
+    cli.write_run_dir(run_dir, Rendered({"train.sh": "v2\n", "env": "e2\n"}))  # unedited: replaced
+    assert capsys.readouterr().err == ""
+    (run_dir / "train.sh").write_text("v2 + my edit\n")
+    cli.write_run_dir(run_dir, Rendered({"train.sh": "v3\n", "env": "e3\n"}))
+    kept = list(run_dir.glob("train.sh.edited-*"))
+    assert len(kept) == 1 and kept[0].read_text() == "v2 + my edit\n"
+    assert (run_dir / "train.sh").read_text() == "v3\n"
+    assert f"kept your copy as {kept[0]}" in capsys.readouterr().err
+
+
+def test_a_file_we_never_rendered_is_kept_too(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "train.sh").write_text("hand written\n")
+    cli.write_run_dir(run_dir, Rendered({"train.sh": "v1\n"}))
+    assert [p.read_text() for p in run_dir.glob("train.sh.edited-*")] == ["hand written\n"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12),
+                min_size=1, max_size=5))
+def test_shell_quote_round_trips_through_bash(words: list[str]) -> None:
+    """bash reads each quoted word back as exactly the original text (nothing expands)."""
+    script = 'printf "%s\\0" ' + " ".join(shell_quote(w) for w in words)
+    out = subprocess.run(["bash", "-c", script], capture_output=True, check=True).stdout
+    assert out.decode("utf-8", "surrogateescape").split("\0")[:-1] == words
+
+
+@pytest.mark.parametrize("word", ["a\nb", "$(x)", "`x`", "\t", "\x1b[0m", "it's", "é"])
+def test_shell_quote_stays_on_one_line(word: str) -> None:
+    assert "\n" not in shell_quote(word)

@@ -1,0 +1,170 @@
+"""Env-file parsing and validation: python-dotenv syntax, restricted interpolation, types,
+defaults, secrets, and the resolved env file that reproduces a run."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from dotenv import dotenv_values
+
+from agentcore_slime.launch.envfile import read_env_file
+from agentcore_slime.launch.errors import ConfigError
+from agentcore_slime.launch.render import env_text
+from agentcore_slime.launch.schema import KEYS, KEYS_BY_NAME, Kind
+from agentcore_slime.launch.validate import missing_paths, parse_overrides, resolve
+
+BASE = """\
+EXP_ID=exp-1
+S3_BUCKET=my-bucket
+AGENT_RUNTIME_ARN=arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/a-1
+MODEL_DIR=/m
+DATA_PATH=/d/train.jsonl
+MODEL_TYPE=qwen2.5-3B
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "x.env"
+    path.write_text(text)
+    return path
+
+
+def _resolve(tmp_path: Path, extra: str = "", overrides: dict[str, str] | None = None):
+    path = _write(tmp_path, BASE + extra)
+    return resolve(read_env_file(path), overrides or {}, path, tmp_path / "runs")
+
+
+def test_defaults_are_the_seeds(tmp_path: Path) -> None:
+    config = _resolve(tmp_path)
+    assert config["NUM_GPUS"] == 8 and config["TP_SIZE"] == 2 and config["ROLLOUT_GPUS_PER_ENGINE"] == 2
+    assert config["LR"] == 1e-6 and config["EPS_CLIP_HIGH"] == 0.28 and config["ADAM_BETA2"] == 0.98
+    assert config["SLIME_DIR"] == "/root/slime" and config["MEGATRON_DIR"] == "/root/Megatron-LM"
+    assert config["CUDA_HOME"] is None and config["GATEWAY_HOST"] is None
+    assert config["MAX_POOL_CONNECTIONS"] == config["MAX_CONCURRENT"] == 100
+    assert config["EVAL_MAX_RESPONSE_LEN"] == config["ROLLOUT_MAX_RESPONSE_LEN"] == 1024
+    assert config["SAVE_DIR"] == str(tmp_path / "runs" / "exp-1" / "checkpoints")
+    assert config["SAVE_HF"] is False and config["CUMULATIVE_TOKEN_MODE"] is False
+    assert config["SGLANG_TOOL_CALL_PARSER"] == "qwen" and config["SGLANG_REASONING_PARSER"] is None
+
+
+def test_dependent_defaults_follow_their_source(tmp_path: Path) -> None:
+    config = _resolve(tmp_path, "MAX_CONCURRENT=7\nROLLOUT_MAX_RESPONSE_LEN=99\n")
+    assert config["MAX_POOL_CONNECTIONS"] == 7 and config["EVAL_MAX_RESPONSE_LEN"] == 99
+
+
+def test_dotenv_syntax_and_interpolation_of_earlier_keys(tmp_path: Path) -> None:
+    extra = (
+        "# a comment\n"
+        "export WANDB_PROJECT='p # not a comment'\n"
+        "WANDB_GROUP=\"${EXP_ID}-${MODEL_TYPE}\"  # trailing comment\n"
+        "MODEL_ID=${GATEWAY_HOST:-fallback}\n"
+    )
+    config = _resolve(tmp_path, extra)
+    assert config["WANDB_PROJECT"] == "p # not a comment"
+    assert config["WANDB_GROUP"] == "exp-1-qwen2.5-3B"
+    assert config["MODEL_ID"] == "fallback"
+
+
+def test_interpolation_never_reads_the_process_environment(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MODEL_ROOT", "/from/env")
+    with pytest.raises(ConfigError, match=r"refers to \$\{MODEL_ROOT\}, which is not a key set earlier"):
+        _resolve(tmp_path, "MODEL_DIR=${MODEL_ROOT}/m\n".replace("MODEL_DIR", "VAL_DATA_PATH"))
+
+
+def test_a_later_key_cannot_be_referenced(tmp_path: Path) -> None:
+    path = _write(tmp_path, "WANDB_GROUP=${WANDB_PROJECT}\nWANDB_PROJECT=p\n" + BASE)
+    with pytest.raises(ConfigError, match="not a key set earlier"):
+        read_env_file(path)
+
+
+def test_overrides_win_and_are_literal(tmp_path: Path) -> None:
+    overrides = parse_overrides(["NUM_ROLLOUT=3", "MODEL_ID=${EXP_ID}", "NUM_ROLLOUT=4", "WANDB_PROJECT=a=b"])
+    config = _resolve(tmp_path, "NUM_ROLLOUT=2\n", overrides)
+    assert config["NUM_ROLLOUT"] == 4
+    assert config["MODEL_ID"] == "${EXP_ID}"
+    assert config["WANDB_PROJECT"] == "a=b"
+    assert config.source["NUM_ROLLOUT"] == "--set"
+
+
+@pytest.mark.parametrize("text", ["true", "True", "1", "false", "FALSE", "0"])
+def test_booleans(tmp_path: Path, text: str) -> None:
+    assert _resolve(tmp_path, f"SAVE_HF={text}\n")["SAVE_HF"] is (text.lower() in ("true", "1"))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("NUM_GPUS=8.0", "not an integer"),
+        ("LR=nan", "not a finite number"),
+        ("LR=0", "LR must be a number > 0"),
+        ("WEIGHT_DECAY=-0.1", "WEIGHT_DECAY must be a number >= 0"),
+        ("ADAM_BETA2=1.5", "ADAM_BETA2 must be a number > 0 and <= 1"),
+        ("NUM_ROLLOUT=-1", "NUM_ROLLOUT must be an integer >= 1"),
+        ("AWS_PROFILE=x", "AWS_PROFILE is a secret"),
+        ("WANDB_ENTITY=x", "WANDB_ENTITY is a secret"),
+        ("S3_BUCKET=xn--bucket", "reserves"),
+        ("S3_BUCKET=a..b", "must not contain"),
+        ("S3_BUCKET=ab", "3-63 characters"),
+        ("EXP_ID=.hidden", "not safe"),
+        ("EXP_ID=a b", "not safe"),
+        ("MODEL_TYPE=", "MODEL_TYPE is required"),
+    ],
+)
+def test_invalid_values(tmp_path: Path, line: str, message: str) -> None:
+    # appended lines override BASE keys by going through --set, so the file stays unique
+    key, _, value = line.partition("=")
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _resolve(tmp_path, overrides={key: value})
+
+
+def test_every_error_says_how_to_fix_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _resolve(tmp_path, "NUMGPUS=4\n")
+    assert info.value.what.endswith("unknown key NUMGPUS")
+    assert info.value.how == "did you mean NUM_GPUS?"
+    assert str(info.value) == f"{info.value.what} ({info.value.how})"
+
+
+def test_unknown_key_without_a_close_match_points_at_the_docs(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="see docs/launcher.md for the keys"):
+        _resolve(tmp_path, "ZZZ=1\n")
+
+
+def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = _resolve(tmp_path, overrides={"DATA_PATH": "data/t.jsonl"})
+    assert config["DATA_PATH"] == str(tmp_path / "data" / "t.jsonl")
+
+
+def test_missing_paths_lists_what_a_real_run_needs(tmp_path: Path) -> None:
+    config = _resolve(tmp_path, f"SLIME_DIR={tmp_path}/slime\nVAL_DATA_PATH=/nope.jsonl\n")
+    problems = missing_paths(config)
+    assert [p.split(":")[0] for p in problems] == [
+        "MODEL_DIR", "DATA_PATH", "SLIME_DIR", "MODEL_TYPE", "MEGATRON_DIR", "VAL_DATA_PATH"]
+    assert problems[3] == f"MODEL_TYPE: {tmp_path}/slime/scripts/models/qwen2.5-3B.sh does not exist " \
+                          "(expected a slime model script)"
+
+
+def test_resolved_env_file_reproduces_the_config(tmp_path: Path) -> None:
+    extra = ("EXTRA_FLAGS='--a \"b c\" --d \"it\\'s\" --e \\\\x'\nWANDB_GROUP=\"g'q\\\"x\"\n"
+             "CUDA_HOME=/usr/local/cuda-13.0\nLR=5e-7\n")
+    config = _resolve(tmp_path, extra)
+    assert config["EXTRA_FLAGS"] == ["--a", "b c", "--d", "it's", "--e", "x"]  # shlex: \\x is x
+    text = env_text(config)
+    again = resolve(read_env_file(_write(tmp_path, text)), {}, tmp_path / "x.env", tmp_path / "runs")
+    assert again.values == config.values
+    # and python-dotenv itself reads it the same way (no interpolation surprises)
+    raw = dotenv_values(stream=io.StringIO(text))
+    assert raw["WANDB_GROUP"] == "g'q\"x"
+
+
+def test_schema_is_consistent() -> None:
+    assert len(KEYS_BY_NAME) == len(KEYS)
+    for key in KEYS:
+        assert key.name.isupper() and key.help
+        if key.choices:
+            assert key.kind is Kind.STR and key.default in key.choices
+        if key.required:
+            assert key.default is None
