@@ -69,7 +69,9 @@ def read_env_file(path: Path) -> dict[str, EnvEntry]:
     return entries
 
 
-def _interpolate(path: Path, line: int, key: str, value: str | None, earlier: dict[str, EnvEntry]) -> str | None:
+def _interpolate(
+    path: Path, line: int, key: str, value: str | None, earlier: dict[str, EnvEntry]
+) -> str | None:
     """Resolve ``${NAME}`` / ``${NAME:-default}`` in ``value`` against earlier keys only."""
     if value is None:
         return None
@@ -77,7 +79,8 @@ def _interpolate(path: Path, line: int, key: str, value: str | None, earlier: di
     for atom in parse_variables(value):
         if isinstance(atom, Variable) and atom.name not in known and atom.default is None:
             raise ConfigError(
-                f"{path}:{line}: {key} refers to ${{{atom.name}}}, which is not a key set earlier in the file",
+                f"{path}:{line}: {key} refers to ${{{atom.name}}}, "
+                "which is not a key set earlier in the file",
                 "only earlier keys can be referenced; write the value out or define the key above",
             )
     return "".join(atom.resolve(known) for atom in parse_variables(value))

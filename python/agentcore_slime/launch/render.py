@@ -147,8 +147,12 @@ def flag_groups(config: Config, run_dir: Path) -> list[tuple[str, list[list[str]
     """
     c = config.values
     save_dir = str(c["SAVE_DIR"])
-    ckpt = [["--hf-checkpoint", str(c["MODEL_DIR"])], ["--ref-load", str(c["MODEL_DIR"])],
-            ["--save", save_dir], ["--save-interval", _num(c["SAVE_INTERVAL"])]]
+    ckpt = [
+        ["--hf-checkpoint", str(c["MODEL_DIR"])],
+        ["--ref-load", str(c["MODEL_DIR"])],
+        ["--save", save_dir],
+        ["--save-interval", _num(c["SAVE_INTERVAL"])],
+    ]
     if c["SAVE_HF"]:
         ckpt.append(["--save-hf", f"{save_dir}/hf/{{rollout_id}}"])
     rollout = [
@@ -163,58 +167,78 @@ def flag_groups(config: Config, run_dir: Path) -> list[tuple[str, list[list[str]
     groups: list[tuple[str, list[list[str]]]] = [("CKPT_ARGS", ckpt), ("ROLLOUT_ARGS", rollout)]
     if c["VAL_DATA_PATH"] is not None:
         val = Path(str(c["VAL_DATA_PATH"]))
-        groups.append(("EVAL_ARGS", [
-            ["--eval-prompt-data", val.stem or "val", str(val)],
-            ["--eval-interval", _num(c["EVAL_INTERVAL"])],
-            ["--eval-input-key", "prompt"],
-            ["--n-samples-per-eval-prompt", _num(c["N_SAMPLES_PER_EVAL_PROMPT"])],
-            ["--eval-temperature", _num(c["EVAL_TEMPERATURE"])],
-            ["--eval-max-response-len", _num(c["EVAL_MAX_RESPONSE_LEN"])],
-        ]))
+        groups.append(
+            (
+                "EVAL_ARGS",
+                [
+                    ["--eval-prompt-data", val.stem or "val", str(val)],
+                    ["--eval-interval", _num(c["EVAL_INTERVAL"])],
+                    ["--eval-input-key", "prompt"],
+                    ["--n-samples-per-eval-prompt", _num(c["N_SAMPLES_PER_EVAL_PROMPT"])],
+                    ["--eval-temperature", _num(c["EVAL_TEMPERATURE"])],
+                    ["--eval-max-response-len", _num(c["EVAL_MAX_RESPONSE_LEN"])],
+                ],
+            )
+        )
     groups += [
-        ("PERF_ARGS", [
-            ["--tensor-model-parallel-size", _num(c["TP_SIZE"])],
-            ["--sequence-parallel"],
-            ["--use-dynamic-batch-size"],
-            ["--max-tokens-per-gpu", _num(c["MAX_TOKENS_PER_GPU"])],
-        ]),
-        ("GRPO_ARGS", [
-            ["--advantage-estimator", "grpo"],
-            ["--use-kl-loss"],
-            ["--kl-loss-coef", "0.00"],
-            ["--kl-loss-type", "low_var_kl"],
-            ["--entropy-coef", "0.00"],
-            ["--eps-clip", _num(c["EPS_CLIP"])],
-            ["--eps-clip-high", _num(c["EPS_CLIP_HIGH"])],
-        ]),
-        ("OPTIMIZER_ARGS", [
-            ["--optimizer", "adam"],
-            ["--lr", _num(c["LR"])],
-            ["--lr-decay-style", "constant"],
-            ["--weight-decay", _num(c["WEIGHT_DECAY"])],
-            ["--adam-beta1", "0.9"],
-            ["--adam-beta2", _num(c["ADAM_BETA2"])],
-            ["--optimizer-cpu-offload"],
-            ["--overlap-cpu-optimizer-d2h-h2d"],
-            ["--use-precision-aware-optimizer"],
-        ]),
+        (
+            "PERF_ARGS",
+            [
+                ["--tensor-model-parallel-size", _num(c["TP_SIZE"])],
+                ["--sequence-parallel"],
+                ["--use-dynamic-batch-size"],
+                ["--max-tokens-per-gpu", _num(c["MAX_TOKENS_PER_GPU"])],
+            ],
+        ),
+        (
+            "GRPO_ARGS",
+            [
+                ["--advantage-estimator", "grpo"],
+                ["--use-kl-loss"],
+                ["--kl-loss-coef", "0.00"],
+                ["--kl-loss-type", "low_var_kl"],
+                ["--entropy-coef", "0.00"],
+                ["--eps-clip", _num(c["EPS_CLIP"])],
+                ["--eps-clip-high", _num(c["EPS_CLIP_HIGH"])],
+            ],
+        ),
+        (
+            "OPTIMIZER_ARGS",
+            [
+                ["--optimizer", "adam"],
+                ["--lr", _num(c["LR"])],
+                ["--lr-decay-style", "constant"],
+                ["--weight-decay", _num(c["WEIGHT_DECAY"])],
+                ["--adam-beta1", "0.9"],
+                ["--adam-beta2", _num(c["ADAM_BETA2"])],
+                ["--optimizer-cpu-offload"],
+                ["--overlap-cpu-optimizer-d2h-h2d"],
+                ["--use-precision-aware-optimizer"],
+            ],
+        ),
         ("SGLANG_ARGS", _sglang_flags(c)),
-        ("MISC_ARGS", [
-            ["--attention-dropout", "0.0"],
-            ["--hidden-dropout", "0.0"],
-            ["--accumulate-allreduce-grads-in-fp32"],
-            ["--attention-softmax-in-fp32"],
-            ["--attention-backend", "flash"],
-            ["--actor-num-nodes", "1"],
-            ["--actor-num-gpus-per-node", _num(c["NUM_GPUS"])],
-            ["--colocate"],
-            ["--megatron-to-hf-mode", "bridge"],
-        ]),
-        ("TOOLKIT_ARGS", [
-            ["--rollout-function-path", ROLLOUT_FUNCTION],
-            ["--custom-reward-post-process-path", REWARD_POST_PROCESS],
-            ["--custom-config-path", str(run_dir / "toolkit.yaml")],
-        ]),
+        (
+            "MISC_ARGS",
+            [
+                ["--attention-dropout", "0.0"],
+                ["--hidden-dropout", "0.0"],
+                ["--accumulate-allreduce-grads-in-fp32"],
+                ["--attention-softmax-in-fp32"],
+                ["--attention-backend", "flash"],
+                ["--actor-num-nodes", "1"],
+                ["--actor-num-gpus-per-node", _num(c["NUM_GPUS"])],
+                ["--colocate"],
+                ["--megatron-to-hf-mode", "bridge"],
+            ],
+        ),
+        (
+            "TOOLKIT_ARGS",
+            [
+                ["--rollout-function-path", ROLLOUT_FUNCTION],
+                ["--custom-reward-post-process-path", REWARD_POST_PROCESS],
+                ["--custom-config-path", str(run_dir / "toolkit.yaml")],
+            ],
+        ),
     ]
     return groups
 

@@ -26,7 +26,9 @@ Value = str | int | float | bool | list[str] | None
 
 _EXP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_ARN = re.compile(r"arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\d{12}:runtime/[A-Za-z0-9][A-Za-z0-9_-]*")
+_ARN = re.compile(
+    r"arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\d{12}:runtime/[A-Za-z0-9][A-Za-z0-9_-]*"
+)
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 _BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
@@ -65,12 +67,16 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--set {pair!r} is not KEY=VALUE", "write it as --set KEY=VALUE, e.g. --set NUM_ROLLOUT=10")
+            raise ConfigError(
+                f"--set {pair!r} is not KEY=VALUE", "write it as --set KEY=VALUE, e.g. --set NUM_ROLLOUT=10"
+            )
         result[key.strip()] = value
     return result
 
 
-def resolve(entries: dict[str, EnvEntry], overrides: dict[str, str], env_file: Path, runs_dir: Path) -> Config:
+def resolve(
+    entries: dict[str, EnvEntry], overrides: dict[str, str], env_file: Path, runs_dir: Path
+) -> Config:
     """Validate the env file plus overrides and return the typed configuration.
 
     :param entries: the parsed env file.
@@ -233,7 +239,9 @@ def _check_exp_id(exp_id: str) -> None:
 def _check_bucket(bucket: str) -> None:
     problem = None
     if not _BUCKET.fullmatch(bucket):
-        problem = "must be 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
+        problem = (
+            "must be 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
+        )
     elif ".." in bucket or ".-" in bucket or "-." in bucket:
         problem = "must not contain '..', '.-' or '-.'"
     elif bucket.startswith(_BUCKET_PREFIXES) or bucket.endswith(_BUCKET_SUFFIXES):
@@ -262,7 +270,9 @@ def _check_agent(arn: Value, url: Value) -> None:
     if url is not None:
         parsed = urlparse(str(url))
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ConfigError(f"AGENT_URL={url!r} is not an http(s) URL", "e.g. AGENT_URL=http://127.0.0.1:8080")
+            raise ConfigError(
+                f"AGENT_URL={url!r} is not an http(s) URL", "e.g. AGENT_URL=http://127.0.0.1:8080"
+            )
 
 
 def missing_paths(config: Config) -> list[str]:
@@ -282,4 +292,6 @@ def missing_paths(config: Config) -> list[str]:
         needed.append(("VAL_DATA_PATH", Path(str(config["VAL_DATA_PATH"])), "the validation JSONL"))
     if config["CUDA_HOME"] is not None:
         needed.append(("CUDA_HOME", Path(str(config["CUDA_HOME"])), "a CUDA toolkit directory"))
-    return [f"{name}: {path} does not exist (expected {what})" for name, path, what in needed if not path.exists()]
+    return [
+        f"{name}: {path} does not exist (expected {what})" for name, path, what in needed if not path.exists()
+    ]

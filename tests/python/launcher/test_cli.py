@@ -7,11 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from agentcore_slime.launch import cli
 from agentcore_slime.launch.render import Rendered, shell_quote
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ENV = """\
 EXP_ID=cli-exp
@@ -55,8 +54,10 @@ def test_bad_input_exits_2_with_one_line_on_stderr(env_file: Path, capsys) -> No
     assert cli.main(["--set", "TP_SIZE=3", str(env_file)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == ("bin/train: NUM_GPUS=8 is not divisible by TP_SIZE=3 (choose a TP_SIZE that divides "
-                   "NUM_GPUS (e.g. 1, 2, 4 or 8 on an 8-GPU node))\n")
+    assert err == (
+        "bin/train: NUM_GPUS=8 is not divisible by TP_SIZE=3 (choose a TP_SIZE that divides "
+        "NUM_GPUS (e.g. 1, 2, 4 or 8 on an 8-GPU node))\n"
+    )
 
 
 def test_real_run_with_missing_paths_is_an_error(env_file: Path, capsys) -> None:
@@ -73,8 +74,10 @@ def test_real_run_execs_bash_on_the_script(env_file: Path, tmp_path: Path, monke
     (tmp_path / "slime" / "train.py").write_text("")
     (models / "qwen2.5-3B.sh").write_text("MODEL_ARGS=(--a)\n")
     (tmp_path / "meg").mkdir()
-    env_file.write_text(ENV.replace("/m\n", f"{tmp_path}/m\n").replace("/d.jsonl", f"{tmp_path}/d.jsonl")
-                        + f"SLIME_DIR={tmp_path}/slime\nMEGATRON_DIR={tmp_path}/meg\n")
+    env_file.write_text(
+        ENV.replace("/m\n", f"{tmp_path}/m\n").replace("/d.jsonl", f"{tmp_path}/d.jsonl")
+        + f"SLIME_DIR={tmp_path}/slime\nMEGATRON_DIR={tmp_path}/meg\n"
+    )
     calls: list[tuple[str, list[str]]] = []
     monkeypatch.setattr(cli.os, "execvp", lambda prog, argv: calls.append((prog, argv)))
     monkeypatch.setattr(cli.shutil, "which", lambda tool: f"/usr/bin/{tool}")
@@ -107,8 +110,13 @@ def test_a_file_we_never_rendered_is_kept_too(tmp_path: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12),
-                min_size=1, max_size=5))
+@given(
+    st.lists(
+        st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12),
+        min_size=1,
+        max_size=5,
+    )
+)
 def test_shell_quote_round_trips_through_bash(words: list[str]) -> None:
     """bash reads each quoted word back as exactly the original text (nothing expands)."""
     script = 'printf "%s\\0" ' + " ".join(shell_quote(w) for w in words)

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from agentcore_slime.launch.envfile import read_env_file
 from agentcore_slime.launch.render import TOOLKIT_YAML_KEYS, Rendered, RunPaths, render
 from agentcore_slime.launch.validate import resolve
@@ -85,7 +84,13 @@ def test_toolkit_yaml_round_trips_typed(env_file: Path) -> None:
 def test_full_fixture_golden_has_every_optional_group() -> None:
     """The feature fixture exercises what gsm8k does not (so its golden is worth keeping)."""
     text = (GOLDEN / "full.sh").read_text()
-    for needle in ("--save-hf '/runs/full-features/checkpoints/hf/{rollout_id}'", "--eval-prompt-data aime-2024",
-                   "CUDA_HOME_PIN=/usr/local/cuda-12.9", "--sglang-reasoning-parser qwen3",
-                   "--sglang-context-length 32768", "'cache aware'", "WANDB_GROUP='group with spaces'"):
+    for needle in (
+        "--save-hf '/runs/full-features/checkpoints/hf/{rollout_id}'",
+        "--eval-prompt-data aime-2024",
+        "CUDA_HOME_PIN=/usr/local/cuda-12.9",
+        "--sglang-reasoning-parser qwen3",
+        "--sglang-context-length 32768",
+        "'cache aware'",
+        "WANDB_GROUP='group with spaces'",
+    ):
         assert needle in text

@@ -7,13 +7,12 @@ import io
 from pathlib import Path
 
 import pytest
-from dotenv import dotenv_values
-
 from agentcore_slime.launch.envfile import read_env_file
 from agentcore_slime.launch.errors import ConfigError
 from agentcore_slime.launch.render import env_text
 from agentcore_slime.launch.schema import KEYS, KEYS_BY_NAME, Kind
 from agentcore_slime.launch.validate import missing_paths, parse_overrides, resolve
+from dotenv import dotenv_values
 
 BASE = """\
 EXP_ID=exp-1
@@ -58,7 +57,7 @@ def test_dotenv_syntax_and_interpolation_of_earlier_keys(tmp_path: Path) -> None
     extra = (
         "# a comment\n"
         "export WANDB_PROJECT='p # not a comment'\n"
-        "WANDB_GROUP=\"${EXP_ID}-${MODEL_TYPE}\"  # trailing comment\n"
+        'WANDB_GROUP="${EXP_ID}-${MODEL_TYPE}"  # trailing comment\n'
         "MODEL_ID=${GATEWAY_HOST:-fallback}\n"
     )
     config = _resolve(tmp_path, extra)
@@ -142,14 +141,24 @@ def test_missing_paths_lists_what_a_real_run_needs(tmp_path: Path) -> None:
     config = _resolve(tmp_path, f"SLIME_DIR={tmp_path}/slime\nVAL_DATA_PATH=/nope.jsonl\n")
     problems = missing_paths(config)
     assert [p.split(":")[0] for p in problems] == [
-        "MODEL_DIR", "DATA_PATH", "SLIME_DIR", "MODEL_TYPE", "MEGATRON_DIR", "VAL_DATA_PATH"]
-    assert problems[3] == f"MODEL_TYPE: {tmp_path}/slime/scripts/models/qwen2.5-3B.sh does not exist " \
-                          "(expected a slime model script)"
+        "MODEL_DIR",
+        "DATA_PATH",
+        "SLIME_DIR",
+        "MODEL_TYPE",
+        "MEGATRON_DIR",
+        "VAL_DATA_PATH",
+    ]
+    assert (
+        problems[3] == f"MODEL_TYPE: {tmp_path}/slime/scripts/models/qwen2.5-3B.sh does not exist "
+        "(expected a slime model script)"
+    )
 
 
 def test_resolved_env_file_reproduces_the_config(tmp_path: Path) -> None:
-    extra = ("EXTRA_FLAGS='--a \"b c\" --d \"it\\'s\" --e \\\\x'\nWANDB_GROUP=\"g'q\\\"x\"\n"
-             "CUDA_HOME=/usr/local/cuda-13.0\nLR=5e-7\n")
+    extra = (
+        'EXTRA_FLAGS=\'--a "b c" --d "it\\\'s" --e \\\\x\'\nWANDB_GROUP="g\'q\\"x"\n'
+        "CUDA_HOME=/usr/local/cuda-13.0\nLR=5e-7\n"
+    )
     config = _resolve(tmp_path, extra)
     assert config["EXTRA_FLAGS"] == ["--a", "b c", "--d", "it's", "--e", "x"]  # shlex: \\x is x
     text = env_text(config)
