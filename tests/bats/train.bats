@@ -258,12 +258,11 @@ $WORK/cuda-13.0/lib64:/opt/x/lib"
   # a python3 that lacks jinja2/yaml/dotenv; its `-m venv DIR` makes DIR/bin/python a stub
   # shellcheck disable=SC2016 # the stub's body expands when it runs
   stub python3 '
-case "$*" in
-  "-c import sys; sys.exit(sys.version_info < (3, 10))") exit 0 ;;
-  "-c import jinja2, yaml, dotenv") exit 1 ;;
-  "-m venv "*)
+case "$1" in
+  -c) exit 4 ;;
+  -m)
     mkdir -p "$3/bin"
-    printf "%s\n" "#!/usr/bin/env bash" "echo \"venv-python \$*\" >>\"$CALL_LOG\"" >"$3/bin/python"
+    printf "%s\n" "#!/usr/bin/env bash" "echo \"venv-python \$*\" >>\"$CALL_LOG\"" "[[ \$1 != -c ]]" >"$3/bin/python"
     chmod +x "$3/bin/python" ;;
 esac'
   export TOOLKIT_VENV="$BATS_TEST_TMPDIR/venv"
@@ -271,13 +270,14 @@ esac'
   [[ $stderr == "bin/train: python3 lacks jinja2/pyyaml/python-dotenv: installing them into $TOOLKIT_VENV (once)" ]] ||
     flunk "stderr: $stderr"
   run calls
+  [[ ${lines[0]} == "python3 -c "* ]] || flunk "$output"
   assert_line "python3 -m venv $TOOLKIT_VENV"
-  assert_line "venv-python -m pip install --quiet --disable-pip-version-check jinja2>=3.1 pyyaml>=6 python-dotenv>=1.0"
+  assert_line "venv-python -m pip install --quiet --quiet --disable-pip-version-check jinja2>=3.1 pyyaml>=6 python-dotenv>=1.0"
   assert_line "venv-python -m agentcore_slime.launch --dry-run x.env"
 }
 
 @test "TOOLKIT_PYTHON without the helpers is a clear error (127)" {
-  stub fakepy 'case "$*" in *jinja2*) exit 1 ;; esac; exit 0'
+  stub fakepy 'exit 4'
   TOOLKIT_PYTHON=fakepy run -127 --separate-stderr "$TRAIN" --dry-run x.env
   [[ $stderr == "bin/train: TOOLKIT_PYTHON=fakepy cannot import jinja2, yaml and dotenv"* ]] || flunk "$stderr"
 }

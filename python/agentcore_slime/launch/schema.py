@@ -162,3 +162,36 @@ def is_secret(name: str) -> bool:
     :param name: an env-file key.
     """
     return name in SECRET_NAMES or name.startswith("AWS_")
+
+
+#: defaults that are computed from other keys or at run time, as the reference shows them
+_SHOWN_DEFAULTS = {
+    "AGENT_RUNTIME_ARN": "one of the two is required",
+    "AGENT_URL": "one of the two is required",
+    "MAX_POOL_CONNECTIONS": "`MAX_CONCURRENT`",
+    "EVAL_MAX_RESPONSE_LEN": "`ROLLOUT_MAX_RESPONSE_LEN`",
+    "SAVE_DIR": "`runs/<EXP_ID>/checkpoints`",
+    "WANDB_GROUP": "`EXP_ID`",
+    "GATEWAY_HOST": "chosen at run time",
+}
+
+
+def reference_table() -> str:
+    """The env-file reference as a Markdown table (docs/launcher.md embeds it verbatim)."""
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for key in KEYS:
+        if key.name in _SHOWN_DEFAULTS:
+            shown = _SHOWN_DEFAULTS[key.name]
+        elif key.required:
+            shown = "**required**"
+        elif key.default is None:
+            shown = "unset"
+        else:
+            shown = f"`{key.default}`"
+        kind = " \\| ".join(key.choices) if key.choices else key.kind.value
+        lines.append(f"| `{key.name}` | {kind} | {shown} | {key.help.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference_table(), end="")

@@ -177,3 +177,11 @@ def test_schema_is_consistent() -> None:
             assert key.kind is Kind.STR and key.default in key.choices
         if key.required:
             assert key.default is None
+
+
+def test_docs_reference_table_is_current() -> None:
+    """docs/launcher.md embeds the generated table (regenerate: python3 -m agentcore_slime.launch.schema)."""
+    from agentcore_slime.launch.schema import reference_table
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "launcher.md").read_text()
+    assert reference_table() in docs
