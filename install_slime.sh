@@ -12,7 +12,7 @@
 #
 #   CUDA_HOME         CUDA toolkit used for the builds (default /usr/local/cuda-13.0 or /usr/local/cuda-12.9);
 #                     its bin/nvcc must exist and report the variant's major version
-#   TOOLKIT_MAX_JOBS  parallel compile jobs for flash-attn, TransformerEngine (default: nproc, at most 64)
+#   TOOLKIT_MAX_JOBS  parallel compile jobs for flash-attn, TransformerEngine, Apex (default: nproc, at most 64)
 #   TOOLKIT_DEBUG=1   trace this script (set -x)
 #
 # Installs into the active Python environment (VIRTUAL_ENV or CONDA_PREFIX) with `uv pip` when uv is
@@ -20,7 +20,7 @@
 # pinned commit, patch applied, package at the pinned version) or was recorded as done by an earlier
 # run with the same pins; a failed run resumes at the failed step when started again.
 # Exit status: 0 done, 1 a precondition or a step failed, 2 bad arguments or no Python environment,
-# 127 a required tool (git, patch, nvcc) is missing.
+# 127 a required tool (git, patch, nvcc, uv or pip) is missing.
 set -euo pipefail
 [[ -n ${TOOLKIT_DEBUG:-} ]] && set -x
 

@@ -13,6 +13,7 @@ INSTALLER="$REPO_ROOT/install_slime.sh"
 FIXTURES="$REPO_ROOT/tests/fixtures/install"
 
 _setup() {
+  unset CONDA_PREFIX # the runner's own conda env must not count as the active environment
   export REAL_PYTHON FIX="$FIXTURES"
   REAL_PYTHON=$(command -v python3)
   export VIRTUAL_ENV="$BATS_TEST_TMPDIR/env"
