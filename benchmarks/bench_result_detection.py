@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "python")]
 
-from agentcore_slime.launcher import ResultWatcher, boto_config  # noqa: E402
+from agentcore_slime.launcher import _RESULT_THREADS, ResultWatcher, boto_config  # noqa: E402
 from fakes.s3 import LocalS3  # noqa: E402
 
 
@@ -105,7 +105,7 @@ def main() -> int:
         written: dict[str, float] = {}
         detected: dict[str, float] = {}
 
-        with ThreadPoolExecutor(max_workers=32) as pool:
+        with ThreadPoolExecutor(max_workers=_RESULT_THREADS) as pool:  # as in production
             watcher = ResultWatcher(s3, bucket, pool, poll_interval=options.poll_interval)
             list_seconds: list[float] = []
             list_blocking = watcher._list_blocking

@@ -26,7 +26,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -44,6 +44,7 @@ _FATAL_S3_CODES = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
 }
+_RESULT_THREADS = 8
 T = TypeVar("T")
 
 
@@ -476,6 +477,7 @@ class Launcher:
         self.watcher = watcher
         self.limiter = limiter
         self.stop_failures = 0
+        self.own_executor: ThreadPoolExecutor | None = None
 
     async def _stop(self, session_id: str) -> None:
         if not self.transport.stops_sessions:
@@ -539,6 +541,8 @@ class Launcher:
 
     async def close(self) -> None:
         await self.transport.close()
+        if self.own_executor is not None:
+            self.own_executor.shutdown(wait=False, cancel_futures=True)
 
 
 def boto_config(config: ToolkitConfig, read_timeout: float = 60.0) -> Any:
@@ -556,8 +560,11 @@ def boto_config(config: ToolkitConfig, read_timeout: float = 60.0) -> Any:
 def make_launcher(config: ToolkitConfig, executor: Executor) -> Launcher:
     """Build the launcher for ``config``: boto3 clients in the ARN's region, the transport.
 
+    Result polling (LIST/GET) gets its own small thread pool, so detecting results never
+    waits behind invocations blocked in cold starts.
+
     :param config: validated rollout settings.
-    :param executor: the bounded thread pool for blocking calls.
+    :param executor: the bounded thread pool for invoke and stop calls.
     """
     import boto3
 
@@ -571,5 +578,8 @@ def make_launcher(config: ToolkitConfig, executor: Executor) -> Launcher:
     else:
         assert config.agent_url is not None
         transport = LocalTransport(config.agent_url, timeout=min(config.acr_timeout, 900.0))
-    watcher = ResultWatcher(s3, config.s3_bucket, executor, poll_interval=config.result_poll_interval)
-    return Launcher(config, transport, watcher, RateLimiter(config.acr_tps_limit))
+    results_pool = ThreadPoolExecutor(max_workers=_RESULT_THREADS, thread_name_prefix="agentcore-s3")
+    watcher = ResultWatcher(s3, config.s3_bucket, results_pool, poll_interval=config.result_poll_interval)
+    launcher = Launcher(config, transport, watcher, RateLimiter(config.acr_tps_limit))
+    launcher.own_executor = results_pool
+    return launcher
