@@ -435,13 +435,15 @@ done_sglang_patches() {
     site_patch_applied "$SLIME_DIR/$SLIME_PATCH_DIR/sglang-top_p.patch"
 }
 
-title_project() { echo "this project's Python package ($PROJECT_DIR), stack pins held"; }
+title_project() { echo "this project's Python package ($PROJECT_DIR) with bin/train's helpers, stack pins held"; }
 step_project() {
   run_cmd write_file "$STATE_DIR/constraints.txt" "torch==$PIN_TORCH+$TORCH_BACKEND" "numpy$PIN_NUMPY" "scipy$PIN_SCIPY" \
     "sglang==$PIN_SGLANG" "transformer_engine==$PIN_TE"
-  pip_install -e "$PROJECT_DIR" --constraint "$STATE_DIR/constraints.txt"
+  pip_install -e "${PROJECT_DIR}[launcher]" --constraint "$STATE_DIR/constraints.txt"
 }
-done_project() { satisfied agentcore-slime "url:file://$PROJECT_DIR"; }
+done_project() { # the [launcher] extra lets bin/train run with this environment's python3
+  satisfied agentcore-slime "url:file://$PROJECT_DIR" jinja2 any python-dotenv any
+}
 
 clone_pinned() { # <url> <dir> <commit>
   if [[ -d $2/.git ]]; then run_cmd git -C "$2" fetch origin "$3"; else run_cmd git clone "$1" "$2"; fi

@@ -177,7 +177,7 @@ uv pip install $py --no-config numpy\<2 scipy\<1.14
 git -C \$TMP/prefix/Megatron-LM apply \$TMP/prefix/slime/docker/patch/latest/megatron.patch
 patch -d \$TMP/env/lib/python3.12/site-packages -p2 -F0 -N -i \$TMP/prefix/slime/docker/patch/latest/sglang.patch
 patch -d \$TMP/env/lib/python3.12/site-packages -p2 -F0 -N -i \$TMP/prefix/slime/docker/patch/latest/sglang-top_p.patch
-uv pip install $py -e \$REPO/python --constraint \$TMP/prefix/.install_slime/constraints.txt
+uv pip install $py -e \$REPO/python\\[launcher\\] --constraint \$TMP/prefix/.install_slime/constraints.txt
 EOF
 }
 
@@ -235,7 +235,7 @@ EOF
   changes | grep -qx 'python -m pip install torch==2.11.0+cu130 torchvision==0.26.0+cu130 torchaudio==2.11.0+cu130 --extra-index-url=https://download.pytorch.org/whl/cu130' ||
     flunk "$(changes)"
   changes | grep -qx 'python -m pip uninstall -y transformer-engine-cu12' || flunk "$(changes)"
-  [[ $(changes | tail -n 1) == "python -m pip install -e \$REPO/python --constraint "* ]] || flunk "$(changes)"
+  [[ $(changes | tail -n 1) == "python -m pip install -e \$REPO/python\\[launcher\\] --constraint "* ]] || flunk "$(changes)"
 }
 
 @test "with --prefix and no active environment it creates PREFIX/venv and installs there" {
