@@ -22,7 +22,7 @@ _setup() {
 
 @test "--help prints the header and nothing runs" {
   run -0 "$TRAIN" --help
-  assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
+  assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync|async|eval] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
   assert_output_contains "TOOLKIT_RUNS_DIR"
   refute_calls
 }
@@ -310,7 +310,7 @@ esac'
   run -2 --separate-stderr "$TRAIN" --set NUM_GPU=2 "$WORK/exp.env"
   [[ $stderr == "bin/train: --set: unknown key NUM_GPU (did you mean NUM_GPUS?)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --variant turbo "$WORK/exp.env"
-  [[ $stderr == "bin/train: unknown --variant 'turbo' (use one of: sync)" ]] || flunk "$stderr"
+  [[ $stderr == "bin/train: unknown --variant 'turbo' (use one of: sync, async, eval)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --frobnicate "$WORK/exp.env"
   [[ $stderr == "bin/train: unrecognized arguments: --frobnicate (see bin/train --help)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --dry-run --render-only "$WORK/exp.env"
@@ -318,4 +318,39 @@ esac'
   run -2 --separate-stderr "$TRAIN" "$WORK/missing.env"
   [[ $stderr == "bin/train: cannot read env file $WORK/missing.env"* ]] || flunk "$stderr"
   refute_calls
+}
+
+@test "--variant async: train_async.py, GPUs split, no --colocate; its own script and log" {
+  run -0 "$TRAIN" --variant async --set ROLLOUT_NUM_GPUS=2 "$WORK/exp.env"
+  [[ -f $RUN_DIR/train_async.sh && -f $RUN_DIR/train_async.log && ! -e $RUN_DIR/train.sh ]]
+  run job_argv
+  [[ ${lines[1]} == "$WORK/install/slime/train_async.py" ]] || flunk "$output"
+  refute_line --colocate
+  [[ $(flag_value --rollout-num-gpus) == 2 && $(flag_value --actor-num-gpus-per-node) == 6 ]]
+  run calls ray
+  assert_line "ray start --head --num-gpus 8 --disable-usage-stats"
+}
+
+@test "--variant async: a split that does not divide is an error" {
+  run -2 --separate-stderr "$TRAIN" --variant async --set ROLLOUT_NUM_GPUS=3 "$WORK/exp.env"
+  [[ $stderr == "bin/train: training GPUs (NUM_GPUS - ROLLOUT_NUM_GPUS)=5 is not divisible by TP_SIZE=2"* ]] ||
+    flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" --variant async --set ROLLOUT_NUM_GPUS=8 "$WORK/exp.env"
+  [[ $stderr == "bin/train: ROLLOUT_NUM_GPUS=8 leaves no GPU for training"* ]] || flunk "$stderr"
+  refute_calls
+}
+
+@test "--variant eval: --num-rollout 0, the eval flags, no checkpoints; needs VAL_DATA_PATH" {
+  run -2 --separate-stderr "$TRAIN" --variant eval "$WORK/exp.env"
+  [[ $stderr == "bin/train: --variant eval needs VAL_DATA_PATH (set VAL_DATA_PATH to the JSONL to evaluate on)" ]] ||
+    flunk "$stderr"
+  refute_calls
+  run -0 "$TRAIN" --variant eval --set "VAL_DATA_PATH=$WORK/install/data/gsm8k_test.jsonl" "$WORK/exp.env"
+  [[ -f $RUN_DIR/eval.sh && -f $RUN_DIR/eval.log ]]
+  [[ $(flag_value --num-rollout) == 0 ]]
+  [[ $(flag_value --eval-prompt-data) == gsm8k_test ]]
+  run job_argv
+  assert_line "$WORK/install/data/gsm8k_test.jsonl"
+  refute_line --save
+  assert_line --colocate
 }

@@ -22,8 +22,9 @@ from typing import NoReturn
 
 from .envfile import read_env_file
 from .errors import ConfigError
-from .render import RUNTIME_WORDS, VARIANTS, Rendered, RunPaths, render, shell_quote
-from .validate import Config, missing_paths, parse_overrides, resolve
+from .render import RUNTIME_WORDS, Rendered, RunPaths, render, shell_quote
+from .validate import Config, check_variant, missing_paths, parse_overrides, resolve
+from .variants import VARIANTS
 
 PROG = "bin/train"
 #: file in the run directory recording the checksum of every file we rendered
@@ -91,6 +92,9 @@ def _run(argv: list[str]) -> int:
     runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
     env_file = Path(args.env_file)
     config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
+    variant = VARIANTS[args.variant]
+    for warning in check_variant(config, variant):
+        say(f"warning: {warning}")
     real_run = not (args.dry_run or args.render_only)
     _check_paths(config, real_run)
     if real_run:
@@ -104,7 +108,7 @@ def _run(argv: list[str]) -> int:
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
     rendered = render(config, paths, args.variant, slime_flags, repo / "templates")
     write_run_dir(run_dir, rendered)
-    script = run_dir / "train.sh"
+    script = run_dir / variant.script
     if args.dry_run:
         print(script)
         print(_command_line(rendered))
@@ -113,7 +117,7 @@ def _run(argv: list[str]) -> int:
         say(f"rendered {run_dir}; run it with:")
         print(shlex.join(["bash", str(script)]))
         return 0
-    say(f"running {script} (log: {run_dir / 'train.log'})")
+    say(f"running {script} (log: {script.with_suffix('.log')})")
     sys.stdout.flush()
     _restore_caller_pythonpath()
     os.execvp("bash", ["bash", str(script)])

@@ -18,6 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .schema import KEYS, Kind, is_secret
 from .validate import Config, Value
+from .variants import VARIANTS, Variant
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +29,6 @@ SGLANG_CUDA_GRAPH_MAX_BS = 32
 #: placeholders in :attr:`Rendered.slime_argv` for the flags the script computes at run time
 RUNTIME_WORDS = ("${MODEL_ARGS[@]}", "${WANDB_ARGS[@]}", "${TRAIN_ENV_ARGS[@]}")
 
-#: template of each variant's script
-VARIANTS = {"sync": "train.sh.j2"}
 
 #: toolkit.yaml keys, in order, and the env-file key each comes from
 TOOLKIT_YAML_KEYS = (
@@ -137,28 +136,26 @@ def _num(value: Value) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def flag_groups(config: Config, run_dir: Path) -> list[tuple[str, list[list[str]]]]:
+def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[str, list[list[str]]]]:
     """The static slime flags, grouped as in slime's own scripts; one inner list per line.
 
     Run-time groups (MODEL_ARGS, wandb, --train-env-vars) are added by the script itself.
 
     :param config: the resolved configuration.
     :param run_dir: the run directory (for --custom-config-path).
+    :param variant: the script being rendered (colocated or split GPUs, training or eval only).
     """
     c = config.values
     save_dir = str(c["SAVE_DIR"])
-    ckpt = [
-        ["--hf-checkpoint", str(c["MODEL_DIR"])],
-        ["--ref-load", str(c["MODEL_DIR"])],
-        ["--save", save_dir],
-        ["--save-interval", _num(c["SAVE_INTERVAL"])],
-    ]
-    if c["SAVE_HF"]:
+    ckpt = [["--hf-checkpoint", str(c["MODEL_DIR"])], ["--ref-load", str(c["MODEL_DIR"])]]
+    if variant.trains:
+        ckpt += [["--save", save_dir], ["--save-interval", _num(c["SAVE_INTERVAL"])]]
+    if variant.trains and c["SAVE_HF"]:
         ckpt.append(["--save-hf", f"{save_dir}/hf/{{rollout_id}}"])
     rollout = [
         ["--prompt-data", str(c["DATA_PATH"])],
         ["--input-key", "prompt"],
-        ["--num-rollout", _num(c["NUM_ROLLOUT"])],
+        ["--num-rollout", _num(c["NUM_ROLLOUT"]) if variant.trains else "0"],
         ["--rollout-batch-size", _num(c["ROLLOUT_BATCH_SIZE"])],
         ["--n-samples-per-prompt", _num(c["N_SAMPLES_PER_PROMPT"])],
         ["--rollout-max-response-len", _num(c["ROLLOUT_MAX_RESPONSE_LEN"])],
@@ -217,20 +214,7 @@ def flag_groups(config: Config, run_dir: Path) -> list[tuple[str, list[list[str]
             ],
         ),
         ("SGLANG_ARGS", _sglang_flags(c)),
-        (
-            "MISC_ARGS",
-            [
-                ["--attention-dropout", "0.0"],
-                ["--hidden-dropout", "0.0"],
-                ["--accumulate-allreduce-grads-in-fp32"],
-                ["--attention-softmax-in-fp32"],
-                ["--attention-backend", "flash"],
-                ["--actor-num-nodes", "1"],
-                ["--actor-num-gpus-per-node", _num(c["NUM_GPUS"])],
-                ["--colocate"],
-                ["--megatron-to-hf-mode", "bridge"],
-            ],
-        ),
+        ("MISC_ARGS", _misc_flags(c, variant)),
         (
             "TOOLKIT_ARGS",
             [
@@ -241,6 +225,25 @@ def flag_groups(config: Config, run_dir: Path) -> list[tuple[str, list[list[str]
         ),
     ]
     return groups
+
+
+def _misc_flags(c: dict[str, Value], variant: Variant) -> list[list[str]]:
+    gpus = int(str(c["NUM_GPUS"]))
+    flags = [
+        ["--attention-dropout", "0.0"],
+        ["--hidden-dropout", "0.0"],
+        ["--accumulate-allreduce-grads-in-fp32"],
+        ["--attention-softmax-in-fp32"],
+        ["--attention-backend", "flash"],
+        ["--num-gpus-per-node", str(gpus)],
+        ["--actor-num-nodes", "1"],
+    ]
+    if variant.colocate:
+        flags += [["--actor-num-gpus-per-node", str(gpus)], ["--colocate"]]
+    else:
+        rollout = int(str(c["ROLLOUT_NUM_GPUS"]))
+        flags += [["--actor-num-gpus-per-node", str(gpus - rollout)], ["--rollout-num-gpus", str(rollout)]]
+    return flags + [["--megatron-to-hf-mode", "bridge"]]
 
 
 def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
@@ -297,7 +300,8 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
     :param templates: the templates/ directory.
     """
     env = _environment(templates)
-    groups = flag_groups(config, paths.run_dir)
+    chosen = VARIANTS[variant]
+    groups = flag_groups(config, paths.run_dir, chosen)
     extra = list(config["EXTRA_FLAGS"] or []) + list(cli_flags)  # type: ignore[arg-type]
     c = config.values
     context = {
@@ -305,17 +309,21 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
         "groups": groups,
         "extra": extra,
         "paths": paths,
-        "template": f"templates/{VARIANTS[variant]}",
+        "template": f"templates/{chosen.template}",
+        "variant": chosen,
+        "summary": chosen.summary.format(exp_id=c["EXP_ID"]),
+        "script_name": chosen.script,
+        "log_name": chosen.script.removesuffix(".sh") + ".log",
         "job_pythonpath": f"{c['MEGATRON_DIR']}:{paths.repo / 'python'}",
         "wandb_group": c["WANDB_GROUP"] if c["WANDB_GROUP"] is not None else c["EXP_ID"],
         "yaml_keys": [(name, c[key]) for name, key in TOOLKIT_YAML_KEYS],
     }
     files = {
-        "train.sh": env.get_template(VARIANTS[variant]).render(context),
+        chosen.script: env.get_template(chosen.template).render(context),
         "toolkit.yaml": env.get_template("toolkit.yaml.j2").render(context),
         "env": env_text(config),
     }
-    argv = ["python3", f"{c['SLIME_DIR']}/train.py", RUNTIME_WORDS[0]]
+    argv = ["python3", f"{c['SLIME_DIR']}/{chosen.entry}", RUNTIME_WORDS[0]]
     for _, lines in groups:
         for line in lines:
             argv += line

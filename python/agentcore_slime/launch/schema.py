@@ -82,6 +82,7 @@ KEYS: tuple[Key, ...] = (
     _pos_int("NUM_GPUS", "8", "GPUs on this node (Ray head, actor GPUs per node)"),
     _pos_int("TP_SIZE", "2", "Megatron tensor-parallel size; must divide NUM_GPUS"),
     _pos_int("ROLLOUT_GPUS_PER_ENGINE", "2", "GPUs per SGLang engine; must divide NUM_GPUS"),
+    _pos_int("ROLLOUT_NUM_GPUS", None, "--variant async only: GPUs for SGLang (default: NUM_GPUS / 2)"),
     Key("SLIME_DIR", Kind.PATH, "/root/slime", "slime checkout (train.py, scripts/models/)"),
     Key("MEGATRON_DIR", Kind.PATH, "/root/Megatron-LM", "Megatron-LM checkout (put on PYTHONPATH)"),
     Key("CUDA_HOME", Kind.PATH, None, "pin this CUDA toolkit (unset = inherit the environment)"),
@@ -173,6 +174,7 @@ _SHOWN_DEFAULTS = {
     "SAVE_DIR": "`runs/<EXP_ID>/checkpoints`",
     "WANDB_GROUP": "`EXP_ID`",
     "GATEWAY_HOST": "chosen at run time",
+    "ROLLOUT_NUM_GPUS": "`NUM_GPUS / 2`",
 }
 
 

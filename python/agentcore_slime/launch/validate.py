@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from .envfile import EnvEntry
 from .errors import ConfigError
 from .schema import KEYS, KEYS_BY_NAME, Key, Kind, is_secret
+from .variants import Variant
 
 logger = logging.getLogger(__name__)
 
@@ -219,13 +220,6 @@ def _check_constraints(values: dict[str, Value]) -> None:
             f"MODEL_TYPE={values['MODEL_TYPE']!r} is not a model script name",
             "use the file name without .sh from $SLIME_DIR/scripts/models/, e.g. qwen2.5-3B",
         )
-    gpus = int(str(values["NUM_GPUS"]))
-    for name in ("TP_SIZE", "ROLLOUT_GPUS_PER_ENGINE"):
-        if gpus % int(str(values[name])):
-            raise ConfigError(
-                f"NUM_GPUS={gpus} is not divisible by {name}={values[name]}",
-                f"choose a {name} that divides NUM_GPUS (e.g. 1, 2, 4 or 8 on an 8-GPU node)",
-            )
 
 
 def _check_exp_id(exp_id: str) -> None:
@@ -273,6 +267,55 @@ def _check_agent(arn: Value, url: Value) -> None:
             raise ConfigError(
                 f"AGENT_URL={url!r} is not an http(s) URL", "e.g. AGENT_URL=http://127.0.0.1:8080"
             )
+
+
+def check_variant(config: Config, variant: Variant) -> list[str]:
+    """Check what one variant needs beyond the schema; fill ROLLOUT_NUM_GPUS for split GPUs.
+
+    :param config: the resolved configuration (updated in place).
+    :param variant: the script about to be rendered.
+    :returns: warnings (keys the variant ignores).
+    :raises ConfigError: the configuration cannot work with this variant.
+    """
+    c = config.values
+    warnings = []
+    if not variant.trains and c["VAL_DATA_PATH"] is None:
+        raise ConfigError(
+            "--variant eval needs VAL_DATA_PATH", "set VAL_DATA_PATH to the JSONL to evaluate on"
+        )
+    gpus = int(str(c["NUM_GPUS"]))
+    if variant.colocate:
+        for name in ("TP_SIZE", "ROLLOUT_GPUS_PER_ENGINE"):
+            if gpus % int(str(c[name])):
+                raise ConfigError(
+                    f"NUM_GPUS={gpus} is not divisible by {name}={c[name]}",
+                    f"choose a {name} that divides NUM_GPUS (e.g. 1, 2, 4 or 8 on an 8-GPU node)",
+                )
+        if c["ROLLOUT_NUM_GPUS"] is not None:
+            warnings.append(
+                "ROLLOUT_NUM_GPUS is ignored: this variant colocates training and rollout on all GPUs"
+            )
+        return warnings
+    if c["ROLLOUT_NUM_GPUS"] is None:
+        c["ROLLOUT_NUM_GPUS"] = max(gpus // 2, 1)
+    rollout = int(str(c["ROLLOUT_NUM_GPUS"]))
+    actor = gpus - rollout
+    if actor < 1:
+        raise ConfigError(
+            f"ROLLOUT_NUM_GPUS={rollout} leaves no GPU for training (NUM_GPUS={gpus})",
+            "train_async.py splits the GPUs: make ROLLOUT_NUM_GPUS smaller than NUM_GPUS",
+        )
+    parts = (
+        ("training GPUs (NUM_GPUS - ROLLOUT_NUM_GPUS)", actor, "TP_SIZE"),
+        ("ROLLOUT_NUM_GPUS", rollout, "ROLLOUT_GPUS_PER_ENGINE"),
+    )
+    for what, count, size in parts:
+        if count % int(str(c[size])):
+            raise ConfigError(
+                f"{what}={count} is not divisible by {size}={c[size]}",
+                "choose ROLLOUT_NUM_GPUS so that both parts divide evenly",
+            )
+    return warnings
 
 
 def missing_paths(config: Config) -> list[str]:

@@ -1,6 +1,7 @@
 """Golden renders: every examples/*.env (and the feature fixture) renders byte for byte to
-tests/fixtures/golden/<name>.sh and <name>.toolkit.yaml, and every render passes ``bash -n``
-and ShellCheck.
+tests/fixtures/golden/<name>.sh (``--variant sync``), <name>.async.sh and <name>.eval.sh (the
+other variants, where the file fits them) and <name>.toolkit.yaml, and every render passes
+``bash -n`` and ShellCheck.
 
 Paths are fixed (repo /opt/agentcore-slime, runs dir /runs) so the goldens do not depend on
 where the checkout lives. After an intended change, regenerate them with
@@ -22,25 +23,30 @@ import pytest
 import yaml
 from agentcore_slime.launch.envfile import read_env_file
 from agentcore_slime.launch.render import TOOLKIT_YAML_KEYS, Rendered, RunPaths, render
-from agentcore_slime.launch.validate import resolve
+from agentcore_slime.launch.validate import check_variant, resolve
+from agentcore_slime.launch.variants import VARIANTS
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "fixtures" / "golden"
 INPUTS = sorted(REPO.glob("examples/*.env")) + [REPO / "tests" / "fixtures" / "launcher" / "full.env"]
+#: (env file, variant) pairs with a golden: examples in every variant, the fixture in sync and eval
+CASES = [(p, v) for p in INPUTS for v in VARIANTS if not (p.stem == "full" and v == "async")]
+SUFFIX = {"sync": ".sh", "async": ".async.sh", "eval": ".eval.sh"}
 FIXED_REPO = Path("/opt/agentcore-slime")
 FIXED_RUNS = Path("/runs")
 
 
-def _render(env_file: Path, cli_flags: list[str] | None = None) -> Rendered:
+def _render(env_file: Path, cli_flags: list[str] | None = None, variant: str = "sync") -> Rendered:
     rel = env_file.relative_to(REPO)
     config = resolve(read_env_file(env_file), {}, rel, FIXED_RUNS)
+    check_variant(config, VARIANTS[variant])
     paths = RunPaths(
         repo=FIXED_REPO,
         run_dir=FIXED_RUNS / str(config["EXP_ID"]),
         env_file=str(rel),
-        command=f"bin/train --render-only {rel}",
+        command=f"bin/train --render-only --variant {variant} {rel}",
     )
-    return render(config, paths, "sync", cli_flags or [], REPO / "templates")
+    return render(config, paths, variant, cli_flags or [], REPO / "templates")
 
 
 def _shellcheck() -> str:
@@ -50,10 +56,17 @@ def _shellcheck() -> str:
     return found
 
 
-@pytest.mark.parametrize("env_file", INPUTS, ids=lambda p: p.stem)
-def test_render_matches_golden(env_file: Path) -> None:
-    rendered = _render(env_file)
-    for name, suffix in (("train.sh", ".sh"), ("toolkit.yaml", ".toolkit.yaml")):
+def _case_id(case: tuple[Path, str]) -> str:
+    return f"{case[0].stem}-{case[1]}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_render_matches_golden(case: tuple[Path, str]) -> None:
+    env_file, variant = case
+    rendered = _render(env_file, variant=variant)
+    script = VARIANTS[variant].script
+    outputs = [(script, SUFFIX[variant])] + ([("toolkit.yaml", ".toolkit.yaml")] if variant == "sync" else [])
+    for name, suffix in outputs:
         golden = GOLDEN / f"{env_file.stem}{suffix}"
         if os.environ.get("TOOLKIT_UPDATE_GOLDEN"):
             golden.write_text(rendered.files[name], encoding="utf-8")
@@ -64,10 +77,13 @@ def test_render_matches_golden(env_file: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("env_file", INPUTS, ids=lambda p: p.stem)
-def test_render_passes_bash_n_and_shellcheck(env_file: Path, tmp_path: Path) -> None:
-    script = tmp_path / "train.sh"
-    script.write_text(_render(env_file, ["--x", "a b", "$(touch y)", "q'uote", "l1\nl2"]).files["train.sh"])
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_render_passes_bash_n_and_shellcheck(case: tuple[Path, str], tmp_path: Path) -> None:
+    env_file, variant = case
+    name = VARIANTS[variant].script
+    script = tmp_path / name
+    flags = ["--x", "a b", "$(touch y)", "q'uote", "l1\nl2"]
+    script.write_text(_render(env_file, flags, variant).files[name])
     subprocess.run(["bash", "-n", str(script)], check=True)
     result = subprocess.run([_shellcheck(), "-x", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
@@ -79,6 +95,18 @@ def test_toolkit_yaml_round_trips_typed(env_file: Path) -> None:
     loaded = yaml.safe_load(_render(env_file).files["toolkit.yaml"])
     assert list(loaded) == [name for name, _ in TOOLKIT_YAML_KEYS]
     assert loaded == {name: config[key] for name, key in TOOLKIT_YAML_KEYS}
+
+
+def test_variants_differ_where_they_should() -> None:
+    """async: train_async.py, split GPUs, no --colocate; eval: --num-rollout 0, no checkpoints."""
+    example = INPUTS[0]
+    sync, asyn, evl = (_render(example, variant=v).slime_argv for v in ("sync", "async", "eval"))
+    assert sync[1].endswith("/train.py") and "--colocate" in sync
+    assert asyn[1].endswith("/train_async.py") and "--colocate" not in asyn
+    assert asyn[asyn.index("--rollout-num-gpus") + 1] == "4"
+    assert asyn[asyn.index("--actor-num-gpus-per-node") + 1] == "4"
+    assert evl[1].endswith("/train.py") and evl[evl.index("--num-rollout") + 1] == "0"
+    assert "--save" not in evl and "--eval-prompt-data" in evl
 
 
 def test_full_fixture_golden_has_every_optional_group() -> None:

@@ -1,0 +1,54 @@
+"""The scripts ``bin/train --variant`` can render, and what distinguishes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kind of run.
+
+    :param template: the Jinja template under templates/.
+    :param script: the rendered script's file name in runs/<EXP_ID>/ (its log is <stem>.log).
+    :param entry: slime's entry point, relative to SLIME_DIR.
+    :param colocate: training and rollout share every GPU (``--colocate``); otherwise the GPUs
+        are split (``--rollout-num-gpus``), as train_async.py requires.
+    :param trains: False for evaluation only (``--num-rollout 0``, no checkpoints).
+    :param summary: the ``# Summary:`` of the rendered script (``{exp_id}`` is filled in).
+    """
+
+    template: str
+    script: str
+    entry: str
+    colocate: bool
+    trains: bool
+    summary: str
+
+
+VARIANTS: dict[str, Variant] = {
+    "sync": Variant(
+        "train.sh.j2",
+        "train.sh",
+        "train.py",
+        True,
+        True,
+        "train {exp_id} with slime (synchronous, colocated: train.py)",
+    ),
+    "async": Variant(
+        "train_async.sh.j2",
+        "train_async.sh",
+        "train_async.py",
+        False,
+        True,
+        "train {exp_id} with slime (one-step off-policy, GPUs split: train_async.py)",
+    ),
+    "eval": Variant(
+        "eval.sh.j2",
+        "eval.sh",
+        "train.py",
+        True,
+        False,
+        "evaluate {exp_id}'s model on VAL_DATA_PATH with slime (no training)",
+    ),
+}
