@@ -357,11 +357,10 @@ async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source:
     started = time.monotonic()
     groups = await runtime.call(data_source.get_samples, _batch_size(args))
     input_id, sampling = _input_id("train", rollout_id), _train_sampling(args)
+    members = [(slot, sample) for slot, group in enumerate(groups) for sample in group]
     episodes = [
-        _Episode(sample, slot, 0, input_id, sampling) for slot, group in enumerate(groups) for sample in group
+        _Episode(sample, slot, number, input_id, sampling) for number, (slot, sample) in enumerate(members)
     ]
-    for number, episode in enumerate(episodes):
-        episode.rollout_id = number
     results = await _run_all(runtime, episodes)
     await _write_trace_log(runtime, rollout_id, "train", results)
     output: list[list[Any]] = [[] for _ in groups]
