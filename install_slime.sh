@@ -174,9 +174,7 @@ check_clone_dir() { # <dir> <commit>
 set_paths() {
   local repo
   PREFIX=${PREFIX:-$PWD}
-  [[ $PREFIX == /* ]] || PREFIX="$PWD/$PREFIX"
-  [[ -d $PREFIX || $DRY_RUN -eq 1 ]] || mkdir -p "$PREFIX" || die 1 "cannot create --prefix $PREFIX"
-  [[ ! -d $PREFIX ]] || PREFIX=$(cd "$PREFIX" && pwd)
+  PREFIX=$(realpath -m -- "$PREFIX") # absolute and the same whether or not it exists yet
   SLIME_DIR="$PREFIX/slime"
   MEGATRON_DIR="$PREFIX/Megatron-LM"
   STATE_DIR="$PREFIX/.install_slime"
@@ -589,7 +587,7 @@ main() {
     print_plan
     return 0
   fi
-  mkdir -p "$STATE_DIR"
+  mkdir -p "$STATE_DIR" || die 1 "cannot create $STATE_DIR (choose a writable --prefix)"
   CMD_OUT="$STATE_DIR/last-output" FAILED_CMD="$STATE_DIR/failed-command"
   printf '# %s %s %s, %s\n' "$ME" "$*" "$(date -u +%FT%TZ)" "$PY" >>"$LOG_FILE"
   say "installing the slime stack ($VARIANT) into $ENV_DIR; log: $LOG_FILE"
