@@ -518,6 +518,7 @@ class Launcher:
         started = time.monotonic()
         key = result_key(self.config.exp_id, request.input_id, request.session_id)
         result: dict[str, Any] | None = None
+        reason: str | None
         try:
             async with asyncio.timeout(self.config.acr_timeout):
                 result = await self._invoke_and_wait(request, key)
