@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from agentcore_slime.config import ConfigError, load_config
 
 from shim.standins import make_args
@@ -84,3 +87,19 @@ def test_single_problems(overrides: dict[str, object], text: str) -> None:
     with pytest.raises(ConfigError, match="invalid rollout configuration") as caught:
         load_config(make_args(**values))
     assert text in str(caught.value)
+
+
+GOLDEN = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "golden").glob("*toolkit.yaml"))
+
+
+@pytest.mark.skipif(not GOLDEN, reason="no rendered toolkit.yaml goldens in tests/fixtures/golden")
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
+def test_reads_what_bin_train_renders(path: Path) -> None:
+    """The seam with bin/train: its rendered toolkit.yaml, applied like slime's --custom-config-path."""
+    args = make_args(custom_config_path=str(path))
+    for key, value in yaml.safe_load(path.read_text()).items():
+        setattr(args, key, value)
+    config = load_config(args)
+    assert config.source == str(path)
+    assert (config.agent_runtime_arn is None) != (config.agent_url is None)
+    assert isinstance(config.max_concurrent, int) and isinstance(config.cumulative_token_mode, bool)
