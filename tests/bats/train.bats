@@ -21,7 +21,7 @@ _setup() {
 }
 
 @test "--help prints the header and nothing runs" {
-  run -0 "$TRAIN" --help
+  run -0 "$TRAIN" --dry-run --help "$WORK/exp.env"
   assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync|async|eval] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
   assert_output_contains "TOOLKIT_RUNS_DIR"
   refute_calls
@@ -250,7 +250,7 @@ $WORK/cuda-13.0/lib64:/opt/x/lib"
   # shellcheck disable=SC2031 # each @test has its own environment
   export WANDB_API_KEY=sk-zq8W7vK3 TOOLKIT_DEBUG=1
   run -0 "$TRAIN" "$WORK/exp.env"
-  assert_output_contains "+ start_ray_head 8"
+  assert_output_contains ":main: start_ray_head 8"
   if grep -rq zq8W7vK3 "$TOOLKIT_RUNS_DIR"; then flunk "the key was traced into train.log"; fi
 }
 
