@@ -78,6 +78,37 @@ ray stop --force"
   grep -q "caught SIGTERM: stopping the Ray job and Ray" "$WORK/err"
 }
 
+@test "Ctrl-C (SIGINT) while the job runs: the job is stopped, then Ray, exit 130" {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray '
+if [[ $1 == job && $2 == submit ]]; then echo started >"$BATS_TEST_TMPDIR/started"; exec sleep 30; fi
+exit 0'
+  cat >"$WORK/run.sh" <<SCRIPT
+set -euo pipefail
+echo \$\$ >"$WORK/pid"
+source "$LIB_DIR/common.sh"
+source "$LIB_DIR/ray.sh"
+install_cleanup_trap
+start_ray_head 2
+submit_job exp-9 '{}' python3 train.py
+SCRIPT
+  # bats starts background jobs with SIGINT ignored; give the script default handling, as a
+  # terminal would (a shell cannot trap a signal that was ignored when it started)
+  python3 -c 'import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+sys.exit(subprocess.call(["bash", sys.argv[1]]))' "$WORK/run.sh" 2>"$WORK/err" &
+  local pid=$! i
+  for ((i = 0; i < 100; i++)); do [[ -e $BATS_TEST_TMPDIR/started ]] && break; /bin/sleep 0.05; done
+  kill -INT "$(cat "$WORK/pid")"
+  local rc=0
+  wait "$pid" || rc=$?
+  ((rc == 130)) || flunk "exit status $rc"
+  run calls ray
+  assert_line "ray job stop --address=http://127.0.0.1:8265 exp-9"
+  [[ ${lines[-1]} == "ray stop --force" ]] || flunk "$output"
+  grep -q "caught SIGINT: stopping the Ray job and Ray" "$WORK/err"
+}
+
 @test "a normal exit stops the Ray head we started and keeps the exit status" {
   cat >"$WORK/run.sh" <<SCRIPT
 set -euo pipefail

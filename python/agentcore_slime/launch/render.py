@@ -128,6 +128,7 @@ def _environment(templates: Path) -> Environment:
     env.filters["yaml"] = _yaml_scalar
     # library files are inserted as text, never parsed as Jinja (bash's ${#a[@]} is Jinja syntax)
     env.globals["lib"] = lambda name: (templates / "lib" / name).read_text(encoding="utf-8")
+    env.globals["lib_files"] = sorted(path.name for path in (templates / "lib").glob("*.sh"))
     return env
 
 

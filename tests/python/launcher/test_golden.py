@@ -122,3 +122,13 @@ def test_full_fixture_golden_has_every_optional_group() -> None:
         "WANDB_GROUP='group with spaces'",
     ):
         assert needle in text
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_lib_file_is_included_verbatim(variant: str) -> None:
+    """The rendered script is self-contained: each templates/lib/*.sh appears in it unchanged."""
+    script = _render(INPUTS[0], variant=variant).files[VARIANTS[variant].script]
+    libs = sorted((REPO / "templates" / "lib").glob("*.sh"))
+    assert libs
+    for lib in libs:
+        assert lib.read_text() in script, f"{lib.name} is not included verbatim"
