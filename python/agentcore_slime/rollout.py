@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from agentcore_slime._datasets import EvalRow, EvalSpec, eval_specs, load_rows
@@ -243,9 +244,15 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
                 logger.debug("deleting gateway session %s failed: %s", sid, exc)
     if not outcome.ok or outcome.reward is None:
         return _failed(episode, outcome.reason or "no reward", traces)
-    samples = merge_traces_to_samples(
-        traces, episode.template, session_id=sid, reward=outcome.reward, rollout_id=episode.rollout_id
+    merge = partial(
+        merge_traces_to_samples,
+        traces,
+        episode.template,
+        session_id=sid,
+        reward=outcome.reward,
+        rollout_id=episode.rollout_id,
     )
+    samples = await runtime.call(merge)  # CPU work off the loop, so polling keeps its pace
     if not samples:
         return _failed(episode, f"no usable traces ({len(traces)} calls recorded by the gateway)", traces)
     return _Result(episode, samples, outcome.reward, None, traces)
