@@ -122,7 +122,7 @@ MEGATRON_DIR='$evil_dir/Megatron-LM'
 MODEL_ID="m\`touch PWNED6\`; rm -rf x && echo"
 ENV
   cat >>"$WORK/evil.env" <<'ENV'
-EXTRA_FLAGS='--a "$(touch PWNED7)" --b "`touch PWNED8`" --c "x; touch PWNED9 && y"'
+EXTRA_FLAGS="--a '$(touch PWNED7)' --b '`touch PWNED8`' --c 'x; touch PWNED9 && y' --e 'l1\nl2; touch PWNED11'"
 ENV
   run -0 "$TRAIN" "$WORK/evil.env" -- --d $'line1\nline2 $(touch PWNED10)'
   run find "$BATS_TEST_TMPDIR" "$REPO_ROOT" -maxdepth 6 -type f -name 'PWNED*'
@@ -134,6 +134,8 @@ ENV
   # shellcheck disable=SC2016 # literals that must not expand
   assert_line '`touch PWNED8`'
   assert_line 'x; touch PWNED9 && y'
+  assert_line 'l1\nl2; touch PWNED11' # job_argv shows a newline as \n; is it a real one?
+  [[ $(flag_value --e) == $'l1\nl2; touch PWNED11' ]] || flunk "--e: $(flag_value --e)"
   # shellcheck disable=SC2016 # a literal, single-quoted on purpose
   assert_line 'line1\nline2 $(touch PWNED10)'
   run python3 -c 'import sys, yaml; d = yaml.safe_load(open(sys.argv[1])); print(d["model_id"]); print(d["agent_url"])' \
