@@ -239,3 +239,31 @@ def load_config(args: Any) -> ToolkitConfig:
         source=reader.source,
         **values,
     )
+
+
+def check_slime_args(args: Any) -> None:
+    """Reject slime settings the shim cannot honour, before anything starts.
+
+    - ``--rollout-top-p`` other than 1.0: slime then needs top-p replay data on every
+      sample (``rollout_top_p_token_ids``), which the gateway does not record, and training
+      would fail after the first rollout.
+    - ``--reward-key`` / ``--eval-reward-key``: agent rewards are scalars, so a reward dict
+      key cannot be looked up.
+
+    :raises ConfigError: naming each offending flag and how to fix it.
+    """
+    problems = []
+    top_p = getattr(args, "rollout_top_p", None)
+    if top_p is not None and float(top_p) != 1.0:
+        problems.append(
+            f"rollout_top_p: {top_p!r} is not supported (slime then needs top-p replay data on every "
+            "sample, which the gateway does not record; pass --rollout-top-p 1.0)"
+        )
+    for key in ("reward_key", "eval_reward_key"):
+        if getattr(args, key, None):
+            problems.append(
+                f"{key}: {getattr(args, key)!r} is set, but agent rewards are scalars "
+                f"(remove --{key.replace('_', '-')})"
+            )
+    if problems:
+        raise ConfigError("unsupported slime settings:\n  " + "\n  ".join(problems))

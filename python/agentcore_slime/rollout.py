@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 from agentcore_slime._datasets import EvalRow, EvalSpec, eval_specs, load_rows
 from agentcore_slime._padding import dp_layout, pad_for_dp
 from agentcore_slime._samples import KIND_FAILED, KIND_PADDING, shim_info, zero_gradient_sample
-from agentcore_slime.config import ConfigError, ToolkitConfig, load_config
+from agentcore_slime.config import ConfigError, ToolkitConfig, check_slime_args, load_config
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.launcher import EpisodeRequest, Launcher, make_launcher, new_session_id
 from agentcore_slime.traces import merge_traces_to_samples
@@ -163,6 +163,7 @@ class _State:
         with self._lock:
             if self.runtime is None:
                 config = load_config(args)
+                check_slime_args(args)
                 gateway = self.gateway_factory(config, args)
                 try:
                     self.runtime = Runtime(config, gateway, self.launcher_factory)

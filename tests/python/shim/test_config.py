@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agentcore_slime.config import ConfigError, load_config
+from agentcore_slime.config import ConfigError, check_slime_args, load_config
 
 from shim.standins import make_args
 
@@ -103,3 +103,12 @@ def test_reads_what_bin_train_renders(path: Path) -> None:
     assert config.source == str(path)
     assert (config.agent_runtime_arn is None) != (config.agent_url is None)
     assert isinstance(config.max_concurrent, int) and isinstance(config.cumulative_token_mode, bool)
+
+
+def test_unsupported_slime_settings() -> None:
+    check_slime_args(make_args())
+    with pytest.raises(ConfigError) as caught:
+        check_slime_args(make_args(rollout_top_p=0.9, reward_key="acc"))
+    message = str(caught.value)
+    assert "rollout_top_p: 0.9 is not supported" in message and "pass --rollout-top-p 1.0" in message
+    assert "reward_key: 'acc' is set, but agent rewards are scalars (remove --reward-key)" in message

@@ -167,6 +167,10 @@ def test_config_error_before_anything_starts(agents: Any, gateway: Any, shim_sta
     args = make_args(agent_url=agent.url, s3_bucket=None)
     with pytest.raises(ConfigError, match=r"s3_bucket: not set.*runs/exp-test/toolkit.yaml"):
         rollout.generate_rollout(args, 0, ListDataSource(rows("ok"), 1))
+    with pytest.raises(ConfigError, match="rollout_top_p: 0.9 is not supported"):
+        rollout.generate_rollout(
+            make_args(agent_url=agent.url, s3_bucket="rl-results", rollout_top_p=0.9), 0, None
+        )
     assert shim_state.factory_calls == [] and agent.invocations == [] and gateway.sampling == {}
 
 
