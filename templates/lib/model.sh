@@ -6,18 +6,24 @@
 # MODEL_ARGS exactly: arguments with spaces or glob characters survive. A missing script,
 # a script that fails, or one that defines no MODEL_ARGS array stops the run.
 source_model_args() { # <model-script>
-  local script=$1 tmp status=0
+  local script=$1 tmp status errexit=0
   [[ -f $script ]] ||
     die "model script $script does not exist (check SLIME_DIR and MODEL_TYPE: MODEL_TYPE names a file in \$SLIME_DIR/scripts/models/)" 2
   tmp=$(mktemp)
+  # The subshell must not run as part of a `||` list: bash would ignore `set -e` inside it,
+  # and a command failing halfway through the model script would go unnoticed.
+  [[ $- == *e* ]] && errexit=1
+  set +e
   (
-    cd "$(dirname "$script")" || exit 1
-    set +u
+    set -e +u
+    cd "$(dirname "$script")"
     # shellcheck source=/dev/null
-    source "$script" >&2 || exit 1
+    source "$script" >&2
     [[ $(declare -p MODEL_ARGS 2>/dev/null) == "declare -a"* ]] || exit 3
     printf '%s\0' "${MODEL_ARGS[@]}" >"$tmp"
-  ) || status=$?
+  )
+  status=$?
+  ((errexit)) && set -e
   if ((status == 0)); then
     mapfile -d '' -t MODEL_ARGS <"$tmp"
   fi

@@ -59,3 +59,17 @@ _setup() {
   source_model_args "$WORK/chatty.sh" 2>/dev/null
   ((${#MODEL_ARGS[@]} == 2)) && [[ ${MODEL_ARGS[1]} == "b c" ]]
 }
+
+@test "a command failing halfway through the script is an error, as under slime's set -e" {
+  run -1 source_model_args "$MODELS/fails-midway.sh"
+  assert_output_contains "model script $MODELS/fails-midway.sh failed with status 1"
+}
+
+@test "the caller's errexit setting is restored" {
+  set +e
+  source_model_args "$MODELS/qwen-spaces.sh"
+  [[ $- != *e* ]] || flunk "errexit turned on"
+  set -e
+  source_model_args "$MODELS/qwen-spaces.sh"
+  [[ $- == *e* ]] || flunk "errexit turned off"
+}
