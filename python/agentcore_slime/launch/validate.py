@@ -12,6 +12,7 @@ import logging
 import math
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -160,7 +161,7 @@ def _to_words(text: str) -> list[str]:
     return shlex.split(text)
 
 
-_CONVERTERS = {
+_CONVERTERS: dict[Kind, Callable[[str], Value]] = {
     Kind.STR: str,
     Kind.PATH: str,
     Kind.INT: _to_int,
