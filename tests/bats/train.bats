@@ -229,6 +229,19 @@ refute_line_in_job() {
   (($(find "$RUN_DIR" -name 'train.sh.edited-*' | wc -l) == 1))
 }
 
+@test "rerunning after a checkpoint was saved resumes from it with --load SAVE_DIR" {
+  run -0 "$TRAIN" "$WORK/exp.env"
+  run ! flag_value --load
+  mkdir -p "$RUN_DIR/checkpoints"
+  echo 3 >"$RUN_DIR/checkpoints/latest_checkpointed_iteration.txt"
+  run -0 bash "$RUN_DIR/train.sh"
+  assert_output_contains "resuming from $RUN_DIR/checkpoints (checkpoint of rollout 3)"
+  run -0 flag_value --load
+  assert_output "$RUN_DIR/checkpoints"
+  run -0 flag_value --save
+  assert_output "$RUN_DIR/checkpoints"
+}
+
 @test "a model script that fails stops the run before any process is touched" {
   write_env "$WORK/exp.env" "$WORK/install" "MODEL_TYPE=failing"
   run -1 "$TRAIN" "$WORK/exp.env"

@@ -27,7 +27,7 @@ REWARD_POST_PROCESS = "agentcore_slime.rewards.normalize_episode_rewards"
 SGLANG_CUDA_GRAPH_MAX_BS = 32
 
 #: placeholders in :attr:`Rendered.slime_argv` for the flags the script computes at run time
-RUNTIME_WORDS = ("${MODEL_ARGS[@]}", "${WANDB_ARGS[@]}", "${TRAIN_ENV_ARGS[@]}")
+RUNTIME_WORDS = ("${MODEL_ARGS[@]}", "${WANDB_ARGS[@]}", "${RESUME_ARGS[@]}", "${TRAIN_ENV_ARGS[@]}")
 
 
 #: toolkit.yaml keys, in order, and the env-file key each comes from

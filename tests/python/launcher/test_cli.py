@@ -46,7 +46,7 @@ def test_dry_run_prints_script_and_command(env_file: Path, tmp_path: Path, capsy
     assert Path(script).is_file() and not Path(script).is_relative_to(tmp_path / "runs")
     assert command.startswith("python3 /root/slime/train.py ${MODEL_ARGS[@]} --hf-checkpoint /m ")
     assert " --num-rollout 5 " in command
-    assert command.endswith("${WANDB_ARGS[@]} ${TRAIN_ENV_ARGS[@]} '--my flag'")
+    assert command.endswith("${WANDB_ARGS[@]} ${RESUME_ARGS[@]} ${TRAIN_ENV_ARGS[@]} '--my flag'")
     assert not (tmp_path / "runs").exists()
 
 
