@@ -52,8 +52,12 @@ SLIME_PATCH_DIR="docker/patch/latest"   # in the slime clone: megatron.patch, sg
 #   --rollout-function-path / --eval-function-path, --custom-reward-post-process-path,
 #   --eval-prompt-data NAME PATH, --eval-interval, --n-samples-per-eval-prompt, --eval-max-response-len,
 #   --eval-temperature / --eval-top-p, --use-dynamic-batch-size with --max-tokens-per-gpu, --colocate,
-#   --save-hf PATH with the {rollout_id} placeholder; --megatron-to-hf-mode still exists at fa3c990
-#   (removed upstream later and then silently ignored), and bin/train does not pass it.
+#   --save-hf PATH with the {rollout_id} placeholder, --global-batch-size (counts rollouts, i.e.
+#   Sample.rollout_id, not samples, at fa3c990: slime/utils/dp_schedule.py), --sglang-<ServerArgs
+#   flag> passthrough (router options are --router-*, not --sglang-router-*), and
+#   --megatron-to-hf-mode bridge, which bin/train passes: at fa3c990 only bridge mode loads the HF
+#   --ref-load (slime/backends/megatron_utils/checkpoint.py:130); upstream removed the flag later
+#   (then it is silently ignored and an HF --ref-load needs re-checking).
 # --------------------------------------------------------------------------------------------------
 
 GITHUB="https://github.com"

@@ -336,12 +336,14 @@ esac'
 }
 
 @test "--variant async: train_async.py, GPUs split, no --colocate; its own script and log" {
-  run -0 "$TRAIN" --variant async --set ROLLOUT_NUM_GPUS=2 "$WORK/exp.env"
+  # 6 training GPUs / TP 2 = data-parallel 3: the episodes per rollout (24 x 8) must divide by it
+  run -0 "$TRAIN" --variant async --set ROLLOUT_NUM_GPUS=2 --set ROLLOUT_BATCH_SIZE=24 "$WORK/exp.env"
   [[ -f $RUN_DIR/train_async.sh && -f $RUN_DIR/train_async.log && ! -e $RUN_DIR/train.sh ]]
   run job_argv
   [[ ${lines[1]} == "$WORK/install/slime/train_async.py" ]] || flunk "$output"
   refute_line --colocate
   [[ $(flag_value --rollout-num-gpus) == 2 && $(flag_value --actor-num-gpus-per-node) == 6 ]]
+  [[ $(flag_value --global-batch-size) == 192 ]]
   run calls ray
   assert_line "ray start --head --num-gpus 8 --disable-usage-stats"
 }
@@ -352,6 +354,10 @@ esac'
     flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --variant async --set ROLLOUT_NUM_GPUS=8 "$WORK/exp.env"
   [[ $stderr == "bin/train: ROLLOUT_NUM_GPUS=8 leaves no GPU for training"* ]] || flunk "$stderr"
+  # Megatron would assert at start-up: 32 x 8 episodes do not split over data-parallel 3
+  run -2 --separate-stderr "$TRAIN" --variant async --set ROLLOUT_NUM_GPUS=2 "$WORK/exp.env"
+  [[ $stderr == "bin/train: ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT = 256 episodes per rollout is not a multiple of the data-parallel size 3"* ]] ||
+    flunk "$stderr"
   refute_calls
 }
 

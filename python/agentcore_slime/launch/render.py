@@ -17,7 +17,7 @@ import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .schema import KEYS, Kind, is_secret
-from .validate import Config, Value
+from .validate import Config, Value, global_batch_size
 from .variants import VARIANTS, Variant
 
 logger = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[s
         ["--num-rollout", _num(c["NUM_ROLLOUT"]) if variant.trains else "0"],
         ["--rollout-batch-size", _num(c["ROLLOUT_BATCH_SIZE"])],
         ["--n-samples-per-prompt", _num(c["N_SAMPLES_PER_PROMPT"])],
+        ["--global-batch-size", str(global_batch_size(c))],
         ["--rollout-max-response-len", _num(c["ROLLOUT_MAX_RESPONSE_LEN"])],
         ["--rollout-temperature", _num(c["ROLLOUT_TEMPERATURE"])],
     ]

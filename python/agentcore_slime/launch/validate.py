@@ -296,6 +296,7 @@ def check_variant(config: Config, variant: Variant) -> list[str]:
             warnings.append(
                 "ROLLOUT_NUM_GPUS is ignored: this variant colocates training and rollout on all GPUs"
             )
+        _check_global_batch(c, gpus)
         return warnings
     if c["ROLLOUT_NUM_GPUS"] is None:
         c["ROLLOUT_NUM_GPUS"] = max(gpus // 2, 1)
@@ -316,7 +317,37 @@ def check_variant(config: Config, variant: Variant) -> list[str]:
                 f"{what}={count} is not divisible by {size}={c[size]}",
                 "choose ROLLOUT_NUM_GPUS so that both parts divide evenly",
             )
+    _check_global_batch(c, actor)
     return warnings
+
+
+def global_batch_size(values: dict[str, Value]) -> int:
+    """``--global-batch-size``: every episode of a rollout in one optimizer step.
+
+    slime's split counts *rollouts* (episodes, ``Sample.rollout_id``) per optimizer step
+    (``slime/utils/dp_schedule.py:100-104,135`` at fa3c990). Without the flag Megatron uses
+    ``micro_batch_size * dp`` (``megatron/training/arguments.py:497-498`` at 1dcf0da), which
+    would turn one rollout of ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT episodes into that
+    many / dp optimizer steps instead of one GRPO update.
+
+    :param values: the resolved configuration values.
+    """
+    return int(str(values["ROLLOUT_BATCH_SIZE"])) * int(str(values["N_SAMPLES_PER_PROMPT"]))
+
+
+def _check_global_batch(c: dict[str, Value], actor_gpus: int) -> None:
+    """Megatron asserts ``global_batch_size % (micro_batch_size * dp) == 0`` at start-up
+    (slime ``megatron_utils/initialize.py:79-86`` at fa3c990 ->
+    ``megatron/core/num_microbatches_calculator.py:340`` at 1dcf0da; micro batch size 1)."""
+    dp = max(1, actor_gpus // int(str(c["TP_SIZE"])))
+    episodes = global_batch_size(c)
+    if episodes % dp:
+        raise ConfigError(
+            f"ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT = {episodes} episodes per rollout is not a "
+            f"multiple of the data-parallel size {dp} (training GPUs {actor_gpus} / TP_SIZE {c['TP_SIZE']})",
+            "Megatron needs --global-batch-size (one optimizer step per rollout) divisible by the "
+            "data-parallel size: change ROLLOUT_BATCH_SIZE, N_SAMPLES_PER_PROMPT or TP_SIZE",
+        )
 
 
 def missing_paths(config: Config) -> list[str]:

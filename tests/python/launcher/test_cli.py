@@ -127,3 +127,23 @@ def test_shell_quote_round_trips_through_bash(words: list[str]) -> None:
 @pytest.mark.parametrize("word", ["a\nb", "$(x)", "`x`", "\t", "\x1b[0m", "it's", "é"])
 def test_shell_quote_stays_on_one_line(word: str) -> None:
     assert "\n" not in shell_quote(word)
+
+
+def test_one_optimizer_step_per_rollout_and_it_must_split_over_dp(env_file: Path, capsys) -> None:
+    """--global-batch-size counts rollouts (episodes) at slime fa3c990 (dp_schedule.py:100-104);
+    without it Megatron's micro_batch_size * dp would give 256 / 4 = 64 optimizer steps per rollout.
+    Megatron asserts it divides by micro_batch_size * dp (num_microbatches_calculator.py:340)."""
+    assert cli.main(["--dry-run", str(env_file)]) == 0
+    command = capsys.readouterr().out.splitlines()[1]
+    assert " --n-samples-per-prompt 8 --global-batch-size 256 " in command
+    sets = ["--set", "ROLLOUT_BATCH_SIZE=3", "--set", "N_SAMPLES_PER_PROMPT=1"]
+    assert cli.main(["--dry-run", *sets, str(env_file)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "bin/train: ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT = 3 episodes per rollout is not a "
+        "multiple of the data-parallel size 4 (training GPUs 8 / TP_SIZE 2)"
+    )
+    split = ["--variant", "async", "--set", "ROLLOUT_NUM_GPUS=4", "--set", "ROLLOUT_BATCH_SIZE=3"]
+    assert cli.main(["--dry-run", *split, "--set", "N_SAMPLES_PER_PROMPT=2", str(env_file)]) == 0
+    assert " --global-batch-size 6 " in capsys.readouterr().out
+    assert cli.main(["--dry-run", *split, "--set", "N_SAMPLES_PER_PROMPT=1", str(env_file)]) == 2
+    assert "not a multiple of the data-parallel size 2 (training GPUs 4 / TP_SIZE 2)" in capsys.readouterr().err

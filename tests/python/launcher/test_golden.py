@@ -118,7 +118,7 @@ def test_full_fixture_golden_has_every_optional_group() -> None:
         "CUDA_HOME_PIN=/usr/local/cuda-12.9",
         "--sglang-reasoning-parser qwen3",
         "--sglang-context-length 32768",
-        "'cache aware'",
+        "$'it\\'s $HOME'",
         "WANDB_GROUP='group with spaces'",
     ):
         assert needle in text
