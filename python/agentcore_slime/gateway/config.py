@@ -123,14 +123,16 @@ def check_sampling_params(params: dict[str, Any] | None) -> dict[str, Any]:
     checks = {
         "temperature": lambda v: v >= 0,
         "top_p": lambda v: 0 < v <= 1,
-        "top_k": lambda v: v == -1 or v >= 1,
+        "top_k": lambda v: v == int(v) and (v == -1 or v >= 1),
         "max_new_tokens": lambda v: isinstance(v, int) and v >= 1,
         "min_p": lambda v: 0 <= v <= 1,
-        "repetition_penalty": lambda v: v > 0,
+        "repetition_penalty": lambda v: 0 < v <= 2,  # SGLang's SamplingParams.verify range
     }
     for key, value in params.items():
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or not checks[key](value):
             raise ValueError(f"sampling param {key}={value!r} is out of range")
+    if params.get("top_k") is not None:  # a JSON integer: sglang-router 0.3.2 rejects 20.0 (i32)
+        params["top_k"] = int(params["top_k"])
     return {k: v for k, v in params.items() if v is not None}

@@ -5,11 +5,20 @@ sends ``input_ids`` with ``return_logprob`` and explicit sampling params, retrie
 errors and 5xx answers with bounded exponential backoff (a fresh ``rid`` per attempt), and
 returns the sampled ids exactly as the engine reports them (stop token included, reference
 §5.2) with one logprob per id, checked. An ``abort`` finish is an error, never a stop.
+
+Pinned versions (docs/gateway.md "SGLang and router versions"): SGLang 0.5.13 behind slime's
+sglang-router 0.3.2. The router answers ``/v1/models`` itself without ``max_model_len`` and
+does not route ``/abort_request``, so the client asks the router's ``GET /workers`` for the
+engines and reads the context length from, and sends aborts to, the engines directly.
+SGLang 0.5.13 checks the length cap before stop tokens, so a turn whose last sampled token
+is a stop token can come back as ``length``; :func:`settle_finish` reports it as the stop
+it is (0.5.23 already does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -62,6 +71,7 @@ class EngineClient:
     read_timeout: float = 900.0
     max_connections: int = 0
     _session: aiohttp.ClientSession | None = None
+    workers: list[str] = field(default_factory=list)  # engines behind a router ([] = bare engine)
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=60)
@@ -99,6 +109,37 @@ class EngineClient:
                 await asyncio.sleep(delay)
         raise EngineError(f"engine {self.url} is not healthy: {last}", retryable=True)
 
+    async def discover(self) -> None:
+        """Learn the engines behind a router (``GET /workers``); a bare engine has none."""
+        try:
+            async with self.session.get(
+                f"{self.url}/workers", timeout=aiohttp.ClientTimeout(total=10)
+            ) as resp:
+                data = await resp.json(content_type=None) if resp.status == 200 else None
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            data = None
+        workers = data.get("workers") if isinstance(data, dict) else None
+        urls = [w.get("url") for w in workers or [] if isinstance(w, dict)]
+        self.workers = [u.rstrip("/") for u in urls if isinstance(u, str) and u.startswith("http")]
+
+    async def context_length(self) -> int | None:
+        """The engines' context length: ``max_model_len`` of ``/v1/models`` (smallest over
+        the workers when the url is a router, whose own list carries none); None if unknown."""
+        found = await self._max_model_len(self.url)
+        if found is not None:
+            return found
+        lengths = [n for n in [await self._max_model_len(w) for w in self.workers] if n is not None]
+        return min(lengths) if lengths else None
+
+    async def _max_model_len(self, url: str) -> int | None:
+        try:
+            async with self.session.get(f"{url}/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                data = await resp.json(content_type=None)
+            value = data["data"][0].get("max_model_len")
+            return int(value) if value else None
+        except (TimeoutError, aiohttp.ClientError, ValueError, LookupError, TypeError, AttributeError):
+            return None
+
     async def generate(
         self, input_ids: list[int], sampling_params: dict[str, Any], *, routing_key: str | None = None
     ) -> EngineResult:
@@ -122,12 +163,16 @@ class EngineClient:
                     if resp.status >= 500:
                         last = f"HTTP {resp.status}: {(await resp.text())[:200]}"
                         continue
-                    payload = await resp.json(content_type=None)
-                    if resp.status != 200:
+                    if resp.status != 200:  # SGLang: JSON {"error": ...}; a router's 422: plain text
+                        text = await resp.text()
+                        try:
+                            detail = _error_message(json.loads(text))
+                        except ValueError:
+                            detail = text[:200]
                         raise EngineError(
-                            f"engine rejected the request (HTTP {resp.status}): {_error_message(payload)}",
-                            retryable=False,
+                            f"engine rejected the request (HTTP {resp.status}): {detail}", retryable=False
                         )
+                    payload = await resp.json(content_type=None)
             except TimeoutError:
                 await self._abort(body["rid"])
                 last = f"no answer within {self.read_timeout:g} s"
@@ -145,14 +190,19 @@ class EngineClient:
         )
 
     async def _abort(self, rid: str) -> None:
-        """Free the engine's KV cache for a request we gave up on (best effort)."""
-        try:
-            async with self.session.post(
-                f"{self.url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)
-            ):
-                pass
-        except (TimeoutError, aiohttp.ClientError):
-            logger.debug("abort_request for %s failed", rid)
+        """Free the engine's KV cache for a request we gave up on (best effort).
+
+        A router does not route ``/abort_request`` (404), so behind one the abort goes to
+        every engine; the rid is unique, so only the engine running it acts on it.
+        """
+        for url in self.workers or [self.url]:
+            try:
+                async with self.session.post(
+                    f"{url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)
+                ):
+                    pass
+            except (TimeoutError, aiohttp.ClientError):
+                logger.debug("abort_request for %s at %s failed", rid, url)
 
 
 def _error_message(payload: Any) -> str:
@@ -184,3 +234,32 @@ def _result(payload: Any) -> EngineResult:
             retryable=False,
         )
     return EngineResult(ids, logprobs, finish, meta)
+
+
+def settle_finish(
+    result: EngineResult, stop_ids: list[int], stop_strings: list[str], decode: Any
+) -> EngineResult:
+    """The finish reason the completion really has, the same on SGLang 0.5.13 and 0.5.23.
+
+    SGLang 0.5.13 checks ``len(output_ids) >= max_new_tokens`` before stop tokens and stop
+    strings (``managers/schedule_batch.py:1311-1333``), so when the token that ends the turn
+    is also the ``max_new_tokens``-th one it reports ``{"type": "length"}`` (0.5.23 checks
+    stops first and reports ``stop``). Such a completion is complete, not truncated: a
+    ``length`` whose last id is a stop token becomes ``{"type": "stop", "matched": <id>}``,
+    and one whose text (``decode(ids)``) contains a requested stop string becomes
+    ``{"type": "stop", "matched": <string>}``. The ids and logprobs are unchanged; the
+    engine's own answer stays in ``meta["finish_reason"]``.
+    """
+    if result.finish_type != "length" or not result.output_ids:
+        return result
+    finish: dict[str, Any] | None = None
+    if result.output_ids[-1] in stop_ids:
+        finish = {"type": "stop", "matched": result.output_ids[-1]}
+    elif stop_strings:
+        text = decode(result.output_ids)
+        hit = next((s for s in stop_strings if s in text), None)
+        if hit is not None:
+            finish = {"type": "stop", "matched": hit}
+    if finish is None:
+        return result
+    return EngineResult(result.output_ids, result.logprobs, finish, result.meta)

@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from .config import GatewayConfig, check_sampling_params
-from .engine import EngineClient, EngineError
+from .engine import EngineClient, EngineError, settle_finish
 from .rendering import (
     ChainState,
     PromptBuilder,
@@ -192,8 +192,15 @@ class Gateway:
         )
         await self._engine.open()
         await self._engine.health(attempts=self.config.engine_health_attempts)
+        await self._engine.discover()
+        if self._engine.workers:
+            logger.info("engine url is a router in front of %s", ", ".join(self._engine.workers))
         if self._context_length is None:
-            self._context_length = await self._engine_context_length()
+            self._context_length = await self._engine.context_length()
+            if self._context_length is None:
+                logger.warning(
+                    "the engine does not report max_model_len; no context cap (set SGLANG_CONTEXT_LENGTH)"
+                )
         access = logging.getLogger(f"{PACKAGE_LOGGER}.access")
         self._runner = web.AppRunner(
             self._app(),
@@ -201,16 +208,6 @@ class Gateway:
         )
         await self._runner.setup()
         await self._bind()
-
-    async def _engine_context_length(self) -> int | None:
-        assert self._engine is not None
-        try:
-            async with self._engine.session.get(f"{self._engine.url}/v1/models") as resp:
-                data = await resp.json(content_type=None)
-            return int(data["data"][0]["max_model_len"])
-        except Exception:  # noqa: BLE001 - optional: no cap when the engine does not say
-            logger.info("engine does not report max_model_len; no context cap (set SGLANG_CONTEXT_LENGTH)")
-            return None
 
     async def _bind(self) -> None:
         assert self._runner is not None
@@ -389,6 +386,7 @@ class Gateway:
             return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
         try:
             result = await self._engine.generate(prompt.token_ids, params, routing_key=session.sid)
+            result = settle_finish(result, self._builder.stop_ids, call.request.stop, self._decode)
         except EngineError as err:
             logger.warning("session %s: engine call failed: %s", session.sid, err)
             return _json_error(
@@ -417,7 +415,7 @@ class Gateway:
             response_message=message,
             token_mode=prompt.token_mode,  # type: ignore[arg-type]
             session_id=session.sid,
-            engine_finish=result.finish,
+            engine_finish=dict(result.meta.get("finish_reason") or result.finish),  # as the engine said
             sampling_params=params,
             chain_break=prompt.chain_break,
             latency_ms=(time.perf_counter() - call.started) * 1000,
@@ -431,6 +429,10 @@ class Gateway:
             undo()
             return web.Response(status=499)
         return response
+
+    def _decode(self, ids: list[int]) -> str:
+        assert self._builder is not None
+        return str(self._builder.tokenizer.decode(ids, skip_special_tokens=False))
 
     def _sampling(self, session: _Session, chat: ChatRequest, prompt_len: int) -> dict[str, Any]:
         """Engine sampling params: the trainer's session values win; the agent may lower max tokens."""

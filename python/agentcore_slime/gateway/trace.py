@@ -29,7 +29,8 @@ class CallTrace:
         previous call's prompt + completion (cumulative mode), ``rendered`` when the
         conversation was rendered in full.
     :param session_id: the session the call belongs to.
-    :param engine_finish: the engine's raw finish_reason object (``{"type", "matched"|"length"}``).
+    :param engine_finish: the engine's raw finish_reason object (``{"type", "matched"|"length"}``);
+        SGLang 0.5.13 may say ``length`` where ``finish_reason`` is the settled ``stop``.
     :param sampling_params: the sampling params sent to the engine.
     :param chain_break: in cumulative mode, why this call was rendered in full instead of
         bridged ("" when bridged or when there was nothing to bridge from).

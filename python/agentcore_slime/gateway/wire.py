@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_STOP_STRINGS = 32  # SGLang 0.5.23 limit
+MAX_STOP_STRINGS = 32  # SGLang 0.5.23's limit (0.5.13 has none)
 
 
 class BadRequest(ValueError):
@@ -34,7 +34,7 @@ class ChatRequest:
     include_usage: bool = False
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
-    agent_sampling: dict[str, float] = field(default_factory=dict)
+    agent_sampling: dict[str, float | int] = field(default_factory=dict)
     model: str = ""
 
 
@@ -95,6 +95,27 @@ def _stop(body: dict[str, Any]) -> list[str]:
     return stops
 
 
+def _agent_sampling(body: dict[str, Any]) -> dict[str, float | int]:
+    """The agent's temperature / top_p / top_k, in the ranges SGLang accepts.
+
+    ``top_k`` goes out as a JSON integer: sglang-router 0.3.2 deserializes it as i32 and
+    answers 422 to ``20.0`` (SGLang 0.5.13 itself would take it).
+    """
+    sampling: dict[str, float | int] = {
+        k: v for k in ("temperature", "top_p", "top_k") if (v := _number(body, k)) is not None
+    }
+    if sampling.get("temperature", 0.0) < 0:
+        raise BadRequest("temperature must be >= 0", param="temperature")
+    if not 0 < sampling.get("top_p", 1.0) <= 1:
+        raise BadRequest("top_p must be in (0, 1]", param="top_p")
+    if "top_k" in sampling:
+        top_k = sampling["top_k"]
+        if top_k != int(top_k) or not (top_k == -1 or top_k >= 1):
+            raise BadRequest("top_k must be an integer, -1 (off) or >= 1", param="top_k")
+        sampling["top_k"] = int(top_k)
+    return sampling
+
+
 def parse_request(raw: bytes) -> ChatRequest:
     """Validate a chat-completions body.
 
@@ -110,7 +131,7 @@ def parse_request(raw: bytes) -> ChatRequest:
     if n != 1:
         raise BadRequest("only n=1 is supported (send one request per sample)", param="n")
     max_tokens = _positive_int(body, "max_completion_tokens") or _positive_int(body, "max_tokens")
-    sampling = {k: v for k in ("temperature", "top_p", "top_k") if (v := _number(body, k)) is not None}
+    sampling = _agent_sampling(body)
     stream_options = body.get("stream_options") or {}
     return ChatRequest(
         messages=_messages(body),

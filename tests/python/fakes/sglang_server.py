@@ -1,20 +1,32 @@
 """A scripted server that speaks SGLang's native HTTP protocol (``/generate`` and friends).
 
-Stand-in for an SGLang engine (or the sgl-router in front of engines), faithful to
-../shared/reference/gateway-contract.md §5 (SGLang 0.5.23):
+Stand-in for an SGLang engine, faithful to SGLang **0.5.13** (the version the toolkit's
+installer pins; read in the 0.5.13 wheel, paths under ``sglang/srt/``) and, with
+``sglang_version="0.5.23"``, to 0.5.23 where the two differ (the version
+../shared/reference/gateway-contract.md §5 was read in). :class:`FakeRouter` stands in for
+slime's sglang-router 0.3.2 in front of such engines.
 
 - ``POST /generate``: exactly one of ``input_ids`` / ``text``; ``sampling_params``;
   ``return_logprob``; ``rid``. The *policy* decides what the model "samples"; the server
-  then applies SGLang's own rules on top: ``max_new_tokens`` (default 128) cuts the output
-  with ``{"type": "length", "length": n}``; a matched stop token stays the last element of
-  ``output_ids``; ``meta_info.output_token_logprobs`` holds one ``[logprob, id, null]`` per
-  output id (stop token included); ``completion_tokens == len(output_ids)``.
+  then applies SGLang's finish rules to every sampled token, in the version's order:
+  0.5.13 checks ``max_new_tokens`` (default 128) first, then stop token ids, then stop
+  strings (``managers/schedule_batch.py:1311-1333`` ``update_finish_state``), so a stop
+  token sampled as the ``max_new_tokens``-th token finishes ``{"type": "length"}`` with the
+  stop token still the last output id; 0.5.23 checks stop strings, then stop token ids,
+  then the length cap (so the same output finishes ``stop``). A matched stop token stays the
+  last element of ``output_ids`` (``output_ids_through_stop``, ``schedule_batch.py:1009``);
+  a stop string keeps the ids through the token that completes it.
+  ``meta_info.output_token_logprobs`` holds one ``[logprob, id, null]`` per output id (stop
+  token included); ``completion_tokens == len(output_ids)``; meta keys as 0.5.13's
+  ``tokenizer_manager.py:1827-1873`` (id, finish_reason, prompt_tokens, weight_version,
+  num_retractions, reasoning_tokens, completion_tokens, cached_tokens, e2e_latency).
 - Errors as SGLang sends them: 400 ``{"error": {"message": ...}}`` for a prompt longer than
   the context, prompt + ``max_new_tokens`` over the context, a duplicate in-flight rid, or
   a body without exactly one of ``input_ids``/``text``. Scriptable faults: the first N calls
   answer 503, the first N calls abort (200 + ``{"type": "abort"}``, partial output), a delay.
-- ``GET /health``, ``/health_generate``, ``/ready`` (200, empty), ``GET /model_info``,
-  ``GET /v1/models`` (with ``max_model_len``), ``POST /abort_request``.
+- ``GET /health``, ``/health_generate`` (200, empty), ``GET /model_info`` and
+  ``/get_model_info`` (0.5.13 keys), ``GET /v1/models`` (with ``max_model_len``),
+  ``POST /abort_request``; ``GET /ready`` only as 0.5.23 (0.5.13 has no such route).
 
 It runs an aiohttp app on 127.0.0.1 (port 0) in its own thread with its own event loop.
 """
@@ -33,6 +45,7 @@ from typing import Any
 from aiohttp import web
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default when the request does not say
+SGLANG_VERSIONS = ("0.5.13", "0.5.23")
 
 
 @dataclass
@@ -98,7 +111,10 @@ class FakeSGLang:
         returning them, e.g. random generation times).
     :param context_length: the model's context length (400 errors past it).
     :param model_name: the served model name (``/v1/models``, ``/model_info``).
-    :param tokenizer: optional; when given, responses carry a decoded ``text``.
+    :param tokenizer: optional; when given, responses carry a decoded ``text`` (and stop
+        strings are matched).
+    :param sglang_version: ``0.5.13`` (default, the pinned version) or ``0.5.23``: the
+        order of the finish checks and the side routes follow that version.
     """
 
     def __init__(
@@ -111,7 +127,11 @@ class FakeSGLang:
         context_length: int = 32768,
         model_name: str = "toy-qwen2.5",
         tokenizer: Any = None,
+        sglang_version: str = "0.5.13",
     ) -> None:
+        if sglang_version not in SGLANG_VERSIONS:
+            raise ValueError(f"sglang_version {sglang_version!r} is not one of {SGLANG_VERSIONS}")
+        self.sglang_version = sglang_version
         self.policy = policy
         self.fail_first = fail_first
         self.abort_first = abort_first
@@ -151,7 +171,8 @@ class FakeSGLang:
     async def _serve(self) -> None:
         app = web.Application()
         app.router.add_post("/generate", self._generate)
-        for path in ("/health", "/health_generate", "/ready"):
+        paths = ["/health", "/health_generate"] + (["/ready"] if self.sglang_version != "0.5.13" else [])
+        for path in paths:
             app.router.add_get(path, self._health)
         app.router.add_get("/model_info", self._model_info)
         app.router.add_get("/get_model_info", self._model_info)
@@ -188,18 +209,20 @@ class FakeSGLang:
         return web.Response(status=200)
 
     async def _model_info(self, request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "model_path": self.model_name,
-                "served_model_name": self.model_name,
-                "tokenizer_path": self.model_name,
-                "is_generation": True,
-                "preferred_sampling_params": None,
-                "weight_version": "default",
-                "model_type": "qwen2",
-                "architectures": ["Qwen2ForCausalLM"],
-            }
-        )
+        info: dict[str, Any] = {
+            "model_path": self.model_name,
+            "tokenizer_path": self.model_name,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": "qwen2",
+            "architectures": ["Qwen2ForCausalLM"],
+        }
+        if self.sglang_version != "0.5.13":  # 0.5.23 also names the served model (and more)
+            info["served_model_name"] = self.model_name
+        return web.json_response(info)
 
     async def _models(self, request: web.Request) -> web.Response:
         card = {
@@ -268,24 +291,39 @@ class FakeSGLang:
     def _first_stop(
         self, ids: list[int], params: dict[str, Any], max_new: int
     ) -> tuple[int, dict[str, Any]] | None:
-        """SGLang's per-token check order: stop strings, stop token ids, then length.
+        """SGLang's per-token finish checks, in the order of ``sglang_version``.
 
-        Returns (number of ids to keep, finish_reason) when a rule ends the output
-        before the policy's own end; the matched stop token/string stays in the ids.
+        Returns (number of ids to keep, finish_reason) for the first token a rule fires
+        on (the matched stop token/string stays in the ids), or None when no rule fires
+        (the policy's own finish stands, e.g. a model EOS not listed in the request).
         """
         stops = params.get("stop") or []
         stops = [stops] if isinstance(stops, str) else list(stops)
         stop_ids = set() if params.get("ignore_eos") else set(params.get("stop_token_ids") or [])
-        for i, token in enumerate(ids):
-            if stops and self.tokenizer is not None:
-                text = self.tokenizer.decode(ids[: i + 1], skip_special_tokens=False)
-                hit = next((s for s in stops if s in text), None)
-                if hit is not None:
-                    return i + 1, {"type": "stop", "matched": hit}
-            if token in stop_ids and i + 1 < len(ids):
-                return i + 1, {"type": "stop", "matched": token}
-            if i + 1 >= max_new and i + 1 < len(ids):
-                return max_new, {"type": "length", "length": max_new}
+
+        def length(n: int) -> dict[str, Any] | None:
+            return {"type": "length", "length": max_new} if n >= max_new else None
+
+        def token(t: int) -> dict[str, Any] | None:
+            return {"type": "stop", "matched": t} if t in stop_ids else None
+
+        def string(n: int) -> dict[str, Any] | None:
+            if not stops or self.tokenizer is None:
+                return None
+            text = self.tokenizer.decode(ids[:n], skip_special_tokens=False)
+            hit = next((s for s in stops if s in text), None)
+            return {"type": "stop", "matched": hit} if hit is not None else None
+
+        if self.sglang_version == "0.5.13":  # schedule_batch.py:1311-1333
+            order = ("length", "token", "string")
+        else:  # 0.5.23 schedule_batch.py:2026-2043
+            order = ("string", "token", "length")
+        for i, t in enumerate(ids):
+            n = i + 1
+            for rule in order:
+                finish = length(n) if rule == "length" else token(t) if rule == "token" else string(n)
+                if finish is not None:
+                    return n, finish
         return None
 
     def _complete(self, body: dict[str, Any], rid: str, *, aborted: bool) -> dict[str, Any]:
@@ -301,13 +339,15 @@ class FakeSGLang:
             ids, logprobs = ids[:end], logprobs[:end]
         if aborted:
             ids, logprobs = ids[: len(ids) // 2], logprobs[: len(ids) // 2]
-            finish = {"type": "abort", "message": "Abort", "status_code": None}
+            finish = {"type": "abort", "message": "Abort", "status_code": None, "err_type": None}
         meta: dict[str, Any] = {
             "id": rid,
             "finish_reason": finish,
             "prompt_tokens": len(body["input_ids"]),
             "completion_tokens": len(ids),
             "cached_tokens": 0,
+            "reasoning_tokens": 0,
+            "num_retractions": 0,
             "weight_version": "default",
             "e2e_latency": 0.001,
         }
@@ -320,3 +360,136 @@ class FakeSGLang:
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
         assert all(math.isfinite(x) and x <= 0 for x in logprobs), "logprobs must be finite and <= 0"
         return {"text": text, "output_ids": ids, "meta_info": meta}
+
+
+class FakeRouter:
+    """slime's sglang-router 0.3.2 in front of fake engines, as observed on loopback.
+
+    Behaviour taken from running the PyPI ``sglang-router==0.3.2`` wheel against
+    :class:`FakeSGLang` workers (slime installs a 0.3.2 build of its own; same routes):
+
+    - ``POST /generate`` is proxied to one worker: with a ``X-SMG-Routing-Key`` header
+      (policy ``manual``) the key sticks to the worker it was first given, otherwise round
+      robin. The header is forwarded to the worker. ``sampling_params`` reach the worker
+      without ``spaces_between_special_tokens`` (the router's typed request drops it).
+      Integer fields sent as JSON floats (``"top_k": 20.0``, ``"max_new_tokens": 2.0``) are
+      rejected with 422 ``Failed to deserialize the JSON body ...`` (typed i32/u32).
+    - ``GET /health`` answers 200 ``OK`` (router liveness, workers not probed);
+      ``/health_generate``, ``/liveness``, ``/readiness`` answer 200.
+    - ``GET /v1/models`` is answered by the router itself, **without** ``max_model_len``:
+      ``{"object": "list", "data": [{"id": "unknown", "object": "model", "owned_by": "local"}]}``.
+    - ``GET /workers`` lists the workers (``{"workers": [{"url": ..., ...}]}``);
+      ``GET /get_model_info`` is proxied to the first worker; ``/model_info`` and
+      ``POST /abort_request`` are 404 (the router does not route them).
+    """
+
+    def __init__(self, workers: list[FakeSGLang]) -> None:
+        self.workers = workers
+        self.sticky: dict[str, int] = {}
+        self.routed: list[tuple[str | None, int]] = []  # (routing key, worker index) per /generate
+        self._next = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        """Serve on 127.0.0.1:<free port> (the workers must be started); returns the base url."""
+        ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self._serve())
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="fake-sglang-router", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("fake router did not start within 10 s")
+        return self.url
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_post("/generate", self._generate)
+        app.router.add_get("/health", lambda r: web.Response(text="OK"))
+        for path in ("/health_generate", "/liveness", "/readiness"):
+            app.router.add_get(path, lambda r: web.Response(text="OK"))
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/workers", self._workers)
+        app.router.add_get("/get_model_info", self._model_info)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (idempotent); the workers are left running."""
+        if self._loop is None:
+            return
+        loop, self._loop = self._loop, None
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        loop.close()
+
+    def __enter__(self) -> FakeRouter:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _pick(self, key: str | None) -> int:
+        if key:
+            if key not in self.sticky:
+                self.sticky[key] = len(self.sticky) % len(self.workers)
+            return self.sticky[key]
+        self._next = (self._next + 1) % len(self.workers)
+        return self._next
+
+    async def _generate(self, request: web.Request) -> web.Response:
+        import aiohttp
+
+        body = await request.json()
+        params = body.get("sampling_params")
+        if isinstance(params, dict):
+            params.pop("spaces_between_special_tokens", None)
+            for key in ("top_k", "max_new_tokens", "min_new_tokens"):
+                if isinstance(params.get(key), float):
+                    message = (
+                        "Failed to deserialize the JSON body into the target type: "
+                        f"sampling_params.{key}: invalid type: floating point `{params[key]}`"
+                    )
+                    return web.Response(status=422, text=message)
+        key = request.headers.get("X-SMG-Routing-Key")
+        index = self._pick(key)
+        self.routed.append((key, index))
+        headers = {"X-SMG-Routing-Key": key} if key else {}
+        url = f"{self.workers[index].url}/generate"
+        async with aiohttp.ClientSession() as client, client.post(url, json=body, headers=headers) as resp:
+            return web.Response(body=await resp.read(), status=resp.status, content_type="application/json")
+
+    async def _models(self, request: web.Request) -> web.Response:
+        card = {"id": "unknown", "object": "model", "owned_by": "local"}
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def _workers(self, request: web.Request) -> web.Response:
+        workers = [
+            {"id": f"w{i}", "url": w.url, "model_id": "unknown", "worker_type": "regular", "is_healthy": True}
+            for i, w in enumerate(self.workers)
+        ]
+        return web.json_response({"workers": workers})
+
+    async def _model_info(self, request: web.Request) -> web.Response:
+        import aiohttp
+
+        url = f"{self.workers[0].url}/get_model_info"
+        async with aiohttp.ClientSession() as client, client.get(url) as resp:
+            return web.Response(body=await resp.read(), status=resp.status, content_type="application/json")

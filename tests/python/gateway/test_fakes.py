@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from fakes.sglang_server import Completion, FakeSGLang, text_policy
+from fakes.sglang_server import Completion, FakeRouter, FakeSGLang, text_policy
 from fakes.toy_tokenizer import SPECIAL_TOKENS, build_toy_tokenizer
 
 
@@ -103,3 +103,53 @@ def test_faults_and_side_endpoints() -> None:
         assert httpx.get(f"{fake.url}/model_info").json()["is_generation"] is True
         assert httpx.post(f"{fake.url}/abort_request", json={"rid": "r1"}).status_code == 200
         assert fake.aborted_rids == ["r1"]
+
+
+@pytest.mark.parametrize(("version", "finish_type"), [("0.5.13", "length"), ("0.5.23", "stop")])
+def test_stop_token_on_the_cap_follows_the_version(tokenizer, version: str, finish_type: str) -> None:
+    """0.5.13 checks the length cap before stop tokens (schedule_batch.py:1311-1333), 0.5.23 after."""
+    stop_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    n = len(tokenizer.encode("four", add_special_tokens=False)) + 1
+    policy = text_policy(tokenizer, lambda p: "four")
+    with FakeSGLang(policy, tokenizer=tokenizer, sglang_version=version) as fake:
+        body = {"input_ids": [1], "sampling_params": {"max_new_tokens": n, "stop_token_ids": [stop_id]}}
+        out = _post(fake.url, body).json()
+        ready = httpx.get(f"{fake.url}/ready").status_code
+        info = httpx.get(f"{fake.url}/model_info").json()
+    assert out["output_ids"][-1] == stop_id and len(out["output_ids"]) == n
+    assert out["meta_info"]["finish_reason"]["type"] == finish_type
+    assert ready == (404 if version == "0.5.13" else 200)  # 0.5.13 has no /ready route
+    assert ("served_model_name" in info) == (version != "0.5.13")
+
+
+def test_stop_token_id_mid_output_cuts_there(tokenizer) -> None:
+    policy = lambda ids, sp: Completion([5, 6, 7, 8], {"type": "stop", "matched": 8})
+    with FakeSGLang(policy) as fake:
+        out = _post(fake.url, {"input_ids": [1], "sampling_params": {"stop_token_ids": [6]}}).json()
+    assert out["output_ids"] == [5, 6]
+    assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": 6}
+    assert {"num_retractions", "reasoning_tokens", "cached_tokens"} <= set(out["meta_info"])
+
+
+def test_fake_router_behaves_like_sglang_router_032() -> None:
+    policy = lambda ids, sp: Completion([5, 6], {"type": "stop", "matched": 6})
+    with FakeSGLang(policy, context_length=4096) as w0, FakeSGLang(policy) as w1, FakeRouter([w0, w1]) as router:
+        assert httpx.get(f"{router.url}/health").text == "OK"
+        assert "max_model_len" not in httpx.get(f"{router.url}/v1/models").json()["data"][0]
+        workers = httpx.get(f"{router.url}/workers").json()["workers"]
+        assert [w["url"] for w in workers] == [w0.url, w1.url]
+        assert httpx.post(f"{router.url}/abort_request", json={"rid": "r"}).status_code == 404
+        assert httpx.get(f"{router.url}/model_info").status_code == 404
+        assert httpx.get(f"{router.url}/get_model_info").json()["is_generation"] is True
+        params = {"max_new_tokens": 4, "spaces_between_special_tokens": False, "no_stop_trim": True}
+        for _ in range(3):
+            resp = httpx.post(
+                f"{router.url}/generate",
+                json={"input_ids": [1], "sampling_params": params},
+                headers={"X-SMG-Routing-Key": "k"},
+            )
+            assert resp.json()["output_ids"] == [5, 6]
+        (served,) = [w for w in (w0, w1) if w.requests]
+        assert len(served.requests) == 3
+        assert served.headers[0]["X-SMG-Routing-Key"] == "k"
+        assert served.requests[0]["sampling_params"] == {"max_new_tokens": 4, "no_stop_trim": True}
