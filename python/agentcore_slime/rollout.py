@@ -409,7 +409,15 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
     episodes: list[_Episode] = []
     for slot, spec in enumerate(specs):
         input_id = _input_id("eval", rollout_id, spec.name)
-        for number, row in enumerate(await _eval_rows(runtime, spec)):
+        spec_rows = await _eval_rows(runtime, spec)
+        if not spec_rows:
+            # slime logs eval/<name> = sum(rewards) / len(rewards) (slime/ray/rollout.py:1267 at
+            # fa3c990): an empty dataset would crash the run with ZeroDivisionError after the fact.
+            raise ValueError(
+                f"eval dataset {spec.name!r} ({spec.path}) has no rows "
+                "(check the file, its @[start:end] slice and --eval-prompt-data / --eval-config)"
+            )
+        for number, row in enumerate(spec_rows):
             for repeat in range(spec.n_samples):
                 template = Sample(
                     group_index=number,

@@ -251,3 +251,34 @@ def test_eval(s3_bucket: str, agents: Any, gateway: Any, shim_state: Any, tmp_pa
     Path(math_path).unlink()
     again = rollout.generate_rollout(args, 8, None, evaluation=True)
     assert len(again.data["math"]["rewards"]) == 6
+
+
+def test_eval_with_an_empty_dataset_fails_before_any_episode(
+    s3_bucket: str, agents: Any, gateway: Any, shim_state: Any, tmp_path: Path
+) -> None:
+    """slime divides by len(rewards) when it logs eval/<name> (rollout.py:1267 at fa3c990)."""
+    agent = agents.start(behaviour_for)
+    path = write_jsonl(tmp_path / "math.jsonl", rows("ok", "ok"))
+    datasets = [EvalDatasetConfig(name="math", path=path + "@[5:9]")]
+    args = train_args(s3_bucket, agent.url, eval_datasets=datasets, acr_timeout=5)
+    with pytest.raises(ValueError, match=r"eval dataset 'math' .* has no rows"):
+        rollout.generate_rollout(args, 0, None, evaluation=True)
+    assert agent.invocations == []
+
+
+def test_eval_datasets_resolved_like_slime(
+    s3_bucket: str, agents: Any, gateway: Any, shim_state: Any, tmp_path: Path
+) -> None:
+    """args.eval_datasets as slime fa3c990 builds them from --eval-prompt-data and the eval flags
+    (build_eval_dataset_configs): the shim uses the resolved per-dataset values."""
+    from slime.utils.eval_config import build_eval_dataset_configs
+
+    agent = agents.start(behaviour_for)
+    path = write_jsonl(tmp_path / "val.jsonl", rows("ok", "ok")) + "@[1:]"
+    args = train_args(s3_bucket, agent.url, acr_timeout=5)
+    args.eval_temperature, args.n_samples_per_eval_prompt, args.eval_max_response_len = 0.0, 2, 16
+    args.eval_datasets = build_eval_dataset_configs(args, [{"name": "validation", "path": path}], {})
+    output = rollout.generate_rollout(args, 0, None, evaluation=True)
+    assert output.data["validation"]["rewards"] == [1.0, 1.0]
+    assert all(gateway.sampling[sid]["temperature"] == 0.0 for sid, _ in agent.invocations)
+    assert all(gateway.sampling[sid]["max_new_tokens"] == 16 for sid, _ in agent.invocations)

@@ -1,7 +1,8 @@
 """Stand-in of ``slime.rollout.base_types``: the rollout function's return types.
 
-Mirrors slime ``fa3c990`` (slime-contract.md section 1.2): two dataclasses and the
-wrapper slime uses to call a rollout function.
+Mirrors ``slime/rollout/base_types.py`` at ``fa3c990``: two dataclasses and the wrapper
+RolloutManager uses to call a rollout function (``fn(args, rollout_id, data_source,
+evaluation=...)``; any other return value is wrapped, metrics ``None``).
 """
 
 from __future__ import annotations
