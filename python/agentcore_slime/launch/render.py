@@ -207,6 +207,7 @@ def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[s
                 ["--optimizer", "adam"],
                 ["--lr", _num(c["LR"])],
                 ["--lr-decay-style", "constant"],
+                *_eval_only_schedule(variant),
                 ["--weight-decay", _num(c["WEIGHT_DECAY"])],
                 ["--adam-beta1", "0.9"],
                 ["--adam-beta2", _num(c["ADAM_BETA2"])],
@@ -227,6 +228,19 @@ def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[s
         ),
     ]
     return groups
+
+
+def _eval_only_schedule(variant: Variant) -> list[list[str]]:
+    """Eval only: a placeholder LR-decay length so the actor can start at all.
+
+    slime sizes the LR schedule as ``num_rollout * rbs * n // global_batch_size`` train
+    iterations (``megatron_utils/model.py:204-207`` at fa3c990); with ``--num-rollout 0`` that
+    is 0 decay steps and Megatron's ``OptimizerParamScheduler`` asserts ``lr_decay_steps > 0``
+    (``megatron/core/optimizer_param_scheduler.py:136`` at 1dcf0da) while building the actor,
+    before ``train.py`` reaches its eval-only branch. No optimizer step is taken, so the
+    value only has to be positive.
+    """
+    return [] if variant.trains else [["--lr-decay-iters", "1"]]
 
 
 def _misc_flags(c: dict[str, Value], variant: Variant) -> list[list[str]]:

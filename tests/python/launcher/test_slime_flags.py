@@ -139,6 +139,7 @@ KNOWN: dict[str, tuple[str, Check]] = {
         "Megatron SchedulerConfig.lr_decay_style Literal",
         _choice("constant", "linear", "cosine", "inverse-square-root", "WSD"),
     ),
+    "--lr-decay-iters": ("Megatron SchedulerConfig.lr_decay_iters int", INT),
     "--weight-decay": ("Megatron arguments.py:1844 float", FLOAT),
     "--adam-beta1": ("Megatron arguments.py:1850 float", FLOAT),
     "--adam-beta2": ("Megatron arguments.py:1853 float", FLOAT),
@@ -276,6 +277,9 @@ def test_variant_rules_of_the_pinned_slime(golden: Path) -> None:
         # and --eval-interval asserts eval datasets (arguments.py:1820-1821)
         assert "--eval-interval" in flags and "--eval-prompt-data" in flags
         assert "--save" not in flags and "--save-interval" not in flags
+        # train_iters = num_rollout * rbs * n // gbs = 0 (megatron_utils/model.py:204-207); Megatron's
+        # OptimizerParamScheduler asserts lr_decay_steps > 0 (optimizer_param_scheduler.py:136)
+        assert int(flags.get("--lr-decay-iters", ["0"])[0]) >= 1
     if "--save-interval" in flags:
         assert "--save" in flags  # arguments.py:1823-1824
     if "--use-kl-loss" in flags:
