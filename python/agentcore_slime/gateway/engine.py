@@ -242,7 +242,7 @@ def settle_finish(
     """The finish reason the completion really has, the same on SGLang 0.5.13 and 0.5.23.
 
     SGLang 0.5.13 checks ``len(output_ids) >= max_new_tokens`` before stop tokens and stop
-    strings (``managers/schedule_batch.py:1311-1333``), so when the token that ends the turn
+    strings (``managers/schedule_batch.py:1314-1335``), so when the token that ends the turn
     is also the ``max_new_tokens``-th one it reports ``{"type": "length"}`` (0.5.23 checks
     stops first and reports ``stop``). Such a completion is complete, not truncated: a
     ``length`` whose last id is a stop token becomes ``{"type": "stop", "matched": <id>}``,

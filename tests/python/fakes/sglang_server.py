@@ -10,11 +10,11 @@ slime's sglang-router 0.3.2 in front of such engines.
   ``return_logprob``; ``rid``. The *policy* decides what the model "samples"; the server
   then applies SGLang's finish rules to every sampled token, in the version's order:
   0.5.13 checks ``max_new_tokens`` (default 128) first, then stop token ids, then stop
-  strings (``managers/schedule_batch.py:1311-1333`` ``update_finish_state``), so a stop
+  strings (``managers/schedule_batch.py:1314-1335`` ``update_finish_state``), so a stop
   token sampled as the ``max_new_tokens``-th token finishes ``{"type": "length"}`` with the
   stop token still the last output id; 0.5.23 checks stop strings, then stop token ids,
   then the length cap (so the same output finishes ``stop``). A matched stop token stays the
-  last element of ``output_ids`` (``output_ids_through_stop``, ``schedule_batch.py:1009``);
+  last element of ``output_ids`` (``output_ids_through_stop``, ``schedule_batch.py:1005-1009``);
   a stop string keeps the ids through the token that completes it.
   ``meta_info.output_token_logprobs`` holds one ``[logprob, id, null]`` per output id (stop
   token included); ``completion_tokens == len(output_ids)``; meta keys as 0.5.13's
@@ -314,7 +314,7 @@ class FakeSGLang:
             hit = next((s for s in stops if s in text), None)
             return {"type": "stop", "matched": hit} if hit is not None else None
 
-        if self.sglang_version == "0.5.13":  # schedule_batch.py:1311-1333
+        if self.sglang_version == "0.5.13":  # schedule_batch.py:1314-1335
             order = ("length", "token", "string")
         else:  # 0.5.23 schedule_batch.py:2026-2043
             order = ("string", "token", "length")

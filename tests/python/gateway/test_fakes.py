@@ -107,7 +107,7 @@ def test_faults_and_side_endpoints() -> None:
 
 @pytest.mark.parametrize(("version", "finish_type"), [("0.5.13", "length"), ("0.5.23", "stop")])
 def test_stop_token_on_the_cap_follows_the_version(tokenizer, version: str, finish_type: str) -> None:
-    """0.5.13 checks the length cap before stop tokens (schedule_batch.py:1311-1333), 0.5.23 after."""
+    """0.5.13 checks the length cap before stop tokens (schedule_batch.py:1314-1335), 0.5.23 after."""
     stop_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     n = len(tokenizer.encode("four", add_special_tokens=False)) + 1
     policy = text_policy(tokenizer, lambda p: "four")
