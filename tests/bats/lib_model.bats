@@ -73,3 +73,11 @@ _setup() {
   source_model_args "$MODELS/qwen-spaces.sh"
   [[ $- == *e* ]] || flunk "errexit turned off"
 }
+
+@test "loop-built flags, printf -v, an env default on a sourced sibling, an element overwritten by index" {
+  source_model_args "$MODELS/loop-built.sh"
+  [[ "${MODEL_ARGS[*]}" == "--num-layers 6 --moe-layer-freq [0,0,1,1,1,1]" ]] || flunk "${MODEL_ARGS[*]}"
+  source_model_args "$MODELS/loop-built-small.sh"
+  [[ "${MODEL_ARGS[*]}" == "--num-layers 4 --moe-layer-freq [0,0,1]" ]] || flunk "${MODEL_ARGS[*]}"
+  [[ -z ${MODEL_ARGS_NUM_LAYERS:-} && -z ${FREQ:-} ]]
+}
