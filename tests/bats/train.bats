@@ -319,6 +319,18 @@ esac'
   [[ ! -e $TOOLKIT_RUNS_DIR ]]
 }
 
+@test "flags after -- that the toolkit owns are refused before anything runs; --rollout-top-p 1 is fine" {
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env" -- --sglang-tool-call-parser qwen25
+  [[ $stderr == "bin/train: --sglang-tool-call-parser in EXTRA_FLAGS or after -- (set SGLANG_TOOL_CALL_PARSER"* ]] ||
+    flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env" -- --reward-key score
+  [[ $stderr == *"--reward-key in EXTRA_FLAGS or after --"* ]] || flunk "$stderr"
+  refute_calls
+  run -0 "$TRAIN" "$WORK/exp.env" -- --rollout-top-p 1.0
+  run -0 flag_value --rollout-top-p
+  assert_output "1.0"
+}
+
 @test "a bad --set, --variant or option is a usage error (exit 2)" {
   run -2 --separate-stderr "$TRAIN" --set NUM_GPUS "$WORK/exp.env"
   [[ $stderr == "bin/train: --set 'NUM_GPUS' is not KEY=VALUE"* ]] || flunk "$stderr"

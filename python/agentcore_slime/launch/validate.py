@@ -370,3 +370,49 @@ def missing_paths(config: Config) -> list[str]:
     return [
         f"{name}: {path} does not exist (expected {what})" for name, path, what in needed if not path.exists()
     ]
+
+
+#: slime flags that EXTRA_FLAGS and the flags after ``--`` must not carry, and why. Each one
+#: would be silently overridden by toolkit.yaml (applied after slime parses its flags), or
+#: would make the rollout fail only after Ray and SGLang are up.
+_FLAGS_OWNED_ELSEWHERE = {
+    "--sglang-tool-call-parser": (
+        "set SGLANG_TOOL_CALL_PARSER in the env file instead: toolkit.yaml carries it to both SGLang "
+        "and the gateway and would override this flag"
+    ),
+    "--sglang-reasoning-parser": (
+        "set SGLANG_REASONING_PARSER in the env file instead: toolkit.yaml carries it to both SGLang "
+        "and the gateway and would override this flag"
+    ),
+    "--custom-config-path": "bin/train passes runs/<EXP_ID>/toolkit.yaml; the rollout reads its settings there",
+    "--rollout-function-path": "the toolkit's rollout function is what runs the agents; remove the flag",
+    "--custom-reward-post-process-path": (
+        "the toolkit normalizes one reward per episode; use REWARD_POSTPROCESSING=identity for raw rewards"
+    ),
+    "--reward-key": "the rollout reads the agent's numeric `rewards`; a reward key is not supported",
+}
+
+
+def check_slime_flags(words: list[str]) -> None:
+    """Refuse pass-through slime flags (EXTRA_FLAGS, flags after ``--``) that cannot work.
+
+    :param words: the pass-through flags, in order.
+    :raises ConfigError: a flag the toolkit owns, or a ``--rollout-top-p`` other than 1
+        (the rollout does not replay SGLang's top-p token sets, which slime's loss then needs).
+    """
+    for position, word in enumerate(words):
+        flag, _, inline = word.partition("=")
+        if flag in _FLAGS_OWNED_ELSEWHERE:
+            raise ConfigError(f"{flag} in EXTRA_FLAGS or after --", _FLAGS_OWNED_ELSEWHERE[flag])
+        if flag == "--rollout-top-p":
+            value = inline if inline else (words[position + 1] if position + 1 < len(words) else "")
+            try:
+                top_p = float(value)
+            except ValueError:
+                top_p = math.nan
+            if top_p != 1.0:
+                raise ConfigError(
+                    f"--rollout-top-p {value} in EXTRA_FLAGS or after --",
+                    "the rollout does not replay SGLang's top-p token sets, which slime's loss needs "
+                    "when top-p is not 1: keep --rollout-top-p 1.0",
+                )
