@@ -145,7 +145,7 @@ KEYS: tuple[Key, ...] = (
     Key("EVAL_TEMPERATURE", Kind.FLOAT, "0.0", "eval sampling temperature", minimum=0),
     _pos_int("EVAL_MAX_RESPONSE_LEN", None, "eval max new tokens (default: ROLLOUT_MAX_RESPONSE_LEN)"),
     # --- checkpoints ---
-    Key("SAVE_DIR", Kind.PATH, None, "Megatron checkpoints (default: runs/<EXP_ID>/checkpoints)"),
+    Key("SAVE_DIR", Kind.PATH, None, "Megatron checkpoints; a rerun resumes from the latest one here"),
     _pos_int("SAVE_INTERVAL", "100", "save every N rollouts (and after the last one)"),
     Key("SAVE_HF", Kind.BOOL, "false", "also write HF checkpoints to SAVE_DIR/hf/{rollout_id}"),
 )
