@@ -331,6 +331,21 @@ esac'
   assert_output "1.0"
 }
 
+@test "an env file with several mistakes: every one on its own stderr line, exit 2, nothing runs" {
+  write_env "$WORK/exp.env" "$WORK/install" "NUM_GPU=8" "LR=fast" "TP_SIZE=0"
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  [[ -z $output ]] || flunk "stdout: $output"
+  local -a errors
+  mapfile -t errors <<<"$stderr"
+  ((${#errors[@]} == 3)) || flunk "stderr: $stderr"
+  [[ ${errors[0]} == "bin/train: $WORK/exp.env:"*": unknown key NUM_GPU (did you mean NUM_GPUS?)" ]] || flunk "${errors[0]}"
+  [[ ${errors[1]} == "bin/train: TP_SIZE=0 ("*") is out of range (TP_SIZE must be an integer >= 1)" ]] ||
+    flunk "${errors[1]}"
+  [[ ${errors[2]} == "bin/train: LR='fast' ("*"): not a number (LR must be a number > 0)" ]] || flunk "${errors[2]}"
+  refute_calls
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
+
 @test "a bad --set, --variant or option is a usage error (exit 2)" {
   run -2 --separate-stderr "$TRAIN" --set NUM_GPUS "$WORK/exp.env"
   [[ $stderr == "bin/train: --set 'NUM_GPUS' is not KEY=VALUE"* ]] || flunk "$stderr"

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args_list)
     except ConfigError as exc:
-        say(str(exc))
+        for line in str(exc).splitlines():
+            say(line)
         return 2
 
 

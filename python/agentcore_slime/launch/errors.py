@@ -14,3 +14,31 @@ class ConfigError(Exception):
         super().__init__(f"{what} ({how})")
         self.what = what
         self.how = how
+
+
+class ConfigErrors(ConfigError):
+    """Several problems found in one pass over the env file, reported together.
+
+    ``str()`` is one ``<what> (<how>)`` line per problem; ``what``/``how`` are the first's.
+
+    :param errors: the problems, in the order they were found (at least two).
+    """
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        super().__init__(errors[0].what, errors[0].how)
+        self.errors = errors
+        self.args = ("\n".join(str(error) for error in errors),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def raise_all(errors: list[ConfigError]) -> None:
+    """Raise nothing, the one problem, or all of them together.
+
+    :param errors: the problems collected so far.
+    """
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ConfigErrors(errors)

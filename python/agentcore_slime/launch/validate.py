@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .envfile import EnvEntry
-from .errors import ConfigError
+from .errors import ConfigError, raise_all
 from .schema import KEYS, KEYS_BY_NAME, Key, Kind, is_secret
 from .variants import Variant
 
@@ -85,25 +85,52 @@ def resolve(
     :param overrides: ``--set`` values, applied on top of the file.
     :param env_file: the file's path, for messages.
     :param runs_dir: the directory holding runs/<EXP_ID>/ (for the SAVE_DIR default).
-    :raises ConfigError: on the first problem found.
+    :raises ConfigError: every problem found (a :class:`~.errors.ConfigErrors` when there
+        are several): names, values and required keys in one pass, then the checks that
+        relate keys to each other.
     """
+    problems: list[ConfigError] = []
     raw: dict[str, str] = {}
     source: dict[str, str] = {}
     for name, entry in entries.items():
-        _check_name(name, f"{env_file}:{entry.line}")
-        if entry.value is None:
-            raise ConfigError(f"{env_file}:{entry.line}: {name} has no value", f"write {name}=VALUE")
-        raw[name], source[name] = entry.value, f"{env_file}:{entry.line}"
+        where = f"{env_file}:{entry.line}"
+        if _collect(problems, _check_name, name, where):
+            if entry.value is None:
+                problems.append(ConfigError(f"{where}: {name} has no value", f"write {name}=VALUE"))
+            else:
+                raw[name], source[name] = entry.value, where
     for name, value in overrides.items():
-        _check_name(name, "--set")
-        raw[name], source[name] = value, "--set"
-    values = {key.name: _convert(key, raw.get(key.name, ""), source.get(key.name, "default")) for key in KEYS}
+        if _collect(problems, _check_name, name, "--set"):
+            raw[name], source[name] = value, "--set"
+    values: dict[str, Value] = {}
     for key in KEYS:
-        if key.required and values[key.name] is None:
-            raise ConfigError(f"{key.name} is required", f"add {key.name}=... to {env_file} ({key.help})")
+        values[key.name] = None
+        _collect(problems, _set_converted, values, key, raw.get(key.name, ""), source.get(key.name, "default"))
+    for key in KEYS:
+        if key.required and values[key.name] is None and not raw.get(key.name, "").strip():
+            problems.append(
+                ConfigError(f"{key.name} is required", f"add {key.name}=... to {env_file} ({key.help})")
+            )
+    raise_all(problems)
+    for check in _CONSTRAINTS:
+        _collect(problems, check, values)
+    raise_all(problems)
     _apply_defaults(values, runs_dir)
-    _check_constraints(values)
     return Config(values, source)
+
+
+def _collect(problems: list[ConfigError], check: Callable[..., object], *args: object) -> bool:
+    """Run ``check``; on a ConfigError record it and return False."""
+    try:
+        check(*args)
+    except ConfigError as exc:
+        problems.append(exc)
+        return False
+    return True
+
+
+def _set_converted(values: dict[str, Value], key: Key, text: str, where: str) -> None:
+    values[key.name] = _convert(key, text, where)
 
 
 def _check_name(name: str, where: str) -> None:
@@ -143,7 +170,10 @@ def _to_int(text: str) -> int:
 
 
 def _to_float(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("not a number") from None
     if not math.isfinite(value):
         raise ValueError("not a finite number")
     return value
@@ -212,10 +242,7 @@ def _apply_defaults(values: dict[str, Value], runs_dir: Path) -> None:
             values[key.name] = str(Path(str(values[key.name])).expanduser().absolute())
 
 
-def _check_constraints(values: dict[str, Value]) -> None:
-    _check_exp_id(str(values["EXP_ID"]))
-    _check_bucket(str(values["S3_BUCKET"]))
-    _check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"])
+def _check_model_type(values: dict[str, Value]) -> None:
     if not _MODEL_TYPE.fullmatch(str(values["MODEL_TYPE"])):
         raise ConfigError(
             f"MODEL_TYPE={values['MODEL_TYPE']!r} is not a model script name",
@@ -348,6 +375,15 @@ def _check_global_batch(c: dict[str, Value], actor_gpus: int) -> None:
             "Megatron needs --global-batch-size (one optimizer step per rollout) divisible by the "
             "data-parallel size: change ROLLOUT_BATCH_SIZE, N_SAMPLES_PER_PROMPT or TP_SIZE",
         )
+
+
+#: checks that relate keys to each other, run once every value converted
+_CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
+    lambda values: _check_exp_id(str(values["EXP_ID"])),
+    lambda values: _check_bucket(str(values["S3_BUCKET"])),
+    lambda values: _check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]),
+    _check_model_type,
+)
 
 
 def missing_paths(config: Config) -> list[str]:

@@ -185,3 +185,33 @@ def test_docs_reference_table_is_current() -> None:
 
     docs = (Path(__file__).resolve().parents[3] / "docs" / "launcher.md").read_text()
     assert reference_table() in docs
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    """A file with several mistakes lists them all, one `<what> (<how>)` line each."""
+    from agentcore_slime.launch.errors import ConfigErrors
+
+    path = _write(tmp_path, "EXP_ID=exp-1\nNUM_GPU=8\nLR=fast\nS3_BUCKET=ab\nDATA_PATH=/d.jsonl\n")
+    with pytest.raises(ConfigErrors) as info:
+        resolve(read_env_file(path), {"TP_SIZE": "two"}, path, tmp_path / "runs")
+    lines = str(info.value).splitlines()
+    assert [e.what for e in info.value.errors] == [
+        f"{path}:2: unknown key NUM_GPU",
+        "TP_SIZE='two' (--set): not an integer",
+        f"LR='fast' ({path}:3): not a number",
+        "MODEL_DIR is required",
+        "MODEL_TYPE is required",
+    ]
+    assert len(lines) == 5 and all(line.endswith(")") for line in lines)
+    assert info.value.how == "did you mean NUM_GPUS?"
+
+
+def test_relations_between_keys_are_checked_together_after_the_values(tmp_path: Path) -> None:
+    from agentcore_slime.launch.errors import ConfigErrors
+
+    with pytest.raises(ConfigErrors) as info:
+        _resolve(tmp_path, overrides={"S3_BUCKET": "ab", "EXP_ID": "a b", "AGENT_URL": "http://x:1"})
+    whats = [e.what for e in info.value.errors]
+    assert whats[0].startswith("EXP_ID='a b' is not safe")
+    assert whats[1].startswith("S3_BUCKET='ab' is not a valid S3 bucket name")
+    assert whats[2].startswith("set exactly one of AGENT_RUNTIME_ARN and AGENT_URL (both are set)")
