@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -120,7 +121,7 @@ def check_sampling_params(params: dict[str, Any] | None) -> dict[str, Any]:
     unknown = set(params) - SAMPLING_KEYS
     if unknown:
         raise ValueError(f"unknown sampling params {sorted(unknown)} (allowed: {sorted(SAMPLING_KEYS)})")
-    checks = {
+    checks: dict[str, Callable[[Any], bool]] = {
         "temperature": lambda v: v >= 0,
         "top_p": lambda v: 0 < v <= 1,
         "top_k": lambda v: v == int(v) and (v == -1 or v >= 1),

@@ -174,7 +174,7 @@ class EngineClient:
                         )
                     payload = await resp.json(content_type=None)
             except TimeoutError:
-                await self._abort(body["rid"])
+                await self._abort(str(body["rid"]))
                 last = f"no answer within {self.read_timeout:g} s"
                 continue
             except aiohttp.ClientResponseError as err:  # e.g. a non-JSON 200 body

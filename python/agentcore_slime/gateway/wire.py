@@ -44,7 +44,7 @@ def _positive_int(body: dict[str, Any], key: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise BadRequest(f"{key} must be a positive integer, got {value!r}", param=key)
-    return value
+    return int(value)
 
 
 def _number(body: dict[str, Any], key: str) -> float | None:

@@ -105,7 +105,9 @@ def resolve(
     values: dict[str, Value] = {}
     for key in KEYS:
         values[key.name] = None
-        _collect(problems, _set_converted, values, key, raw.get(key.name, ""), source.get(key.name, "default"))
+        _collect(
+            problems, _set_converted, values, key, raw.get(key.name, ""), source.get(key.name, "default")
+        )
     for key in KEYS:
         if key.required and values[key.name] is None and not raw.get(key.name, "").strip():
             problems.append(
@@ -420,7 +422,9 @@ _FLAGS_OWNED_ELSEWHERE = {
         "set SGLANG_REASONING_PARSER in the env file instead: toolkit.yaml carries it to both SGLang "
         "and the gateway and would override this flag"
     ),
-    "--custom-config-path": "bin/train passes runs/<EXP_ID>/toolkit.yaml; the rollout reads its settings there",
+    "--custom-config-path": (
+        "bin/train passes runs/<EXP_ID>/toolkit.yaml; the rollout reads its settings there"
+    ),
     "--rollout-function-path": "the toolkit's rollout function is what runs the agents; remove the flag",
     "--custom-reward-post-process-path": (
         "the toolkit normalizes one reward per episode; use REWARD_POSTPROCESSING=identity for raw rewards"

@@ -123,7 +123,9 @@ def test_stop_token_on_the_cap_follows_the_version(tokenizer, version: str, fini
 
 
 def test_stop_token_id_mid_output_cuts_there(tokenizer) -> None:
-    policy = lambda ids, sp: Completion([5, 6, 7, 8], {"type": "stop", "matched": 8})
+    def policy(ids, sp):
+        return Completion([5, 6, 7, 8], {"type": "stop", "matched": 8})
+
     with FakeSGLang(policy) as fake:
         out = _post(fake.url, {"input_ids": [1], "sampling_params": {"stop_token_ids": [6]}}).json()
     assert out["output_ids"] == [5, 6]
@@ -132,8 +134,14 @@ def test_stop_token_id_mid_output_cuts_there(tokenizer) -> None:
 
 
 def test_fake_router_behaves_like_sglang_router_032() -> None:
-    policy = lambda ids, sp: Completion([5, 6], {"type": "stop", "matched": 6})
-    with FakeSGLang(policy, context_length=4096) as w0, FakeSGLang(policy) as w1, FakeRouter([w0, w1]) as router:
+    def policy(ids, sp):
+        return Completion([5, 6], {"type": "stop", "matched": 6})
+
+    with (
+        FakeSGLang(policy, context_length=4096) as w0,
+        FakeSGLang(policy) as w1,
+        FakeRouter([w0, w1]) as router,
+    ):
         assert httpx.get(f"{router.url}/health").text == "OK"
         assert "max_model_len" not in httpx.get(f"{router.url}/v1/models").json()["data"][0]
         workers = httpx.get(f"{router.url}/workers").json()["workers"]

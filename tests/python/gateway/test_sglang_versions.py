@@ -247,7 +247,9 @@ def test_a_plain_text_rejection_is_reported_as_such() -> None:
     from agentcore_slime.gateway.engine import EngineClient, EngineError
     from fakes.sglang_server import Completion
 
-    policy = lambda ids, sp: Completion([5], {"type": "stop", "matched": 5})
+    def policy(ids, sp):
+        return Completion([5], {"type": "stop", "matched": 5})
+
     with FakeSGLang(policy) as worker, FakeRouter([worker]) as router:
 
         async def call() -> None:

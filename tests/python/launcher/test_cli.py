@@ -146,4 +146,5 @@ def test_one_optimizer_step_per_rollout_and_it_must_split_over_dp(env_file: Path
     assert cli.main(["--dry-run", *split, "--set", "N_SAMPLES_PER_PROMPT=2", str(env_file)]) == 0
     assert " --global-batch-size 6 " in capsys.readouterr().out
     assert cli.main(["--dry-run", *split, "--set", "N_SAMPLES_PER_PROMPT=1", str(env_file)]) == 2
-    assert "not a multiple of the data-parallel size 2 (training GPUs 4 / TP_SIZE 2)" in capsys.readouterr().err
+    expected = "not a multiple of the data-parallel size 2 (training GPUs 4 / TP_SIZE 2)"
+    assert expected in capsys.readouterr().err
