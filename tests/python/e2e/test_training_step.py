@@ -27,7 +27,6 @@ model's context, so the agent fails; the other episode is right).
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import re
@@ -44,6 +43,7 @@ import pytest
 from agentcore_slime import rollout
 from agentcore_slime.rewards import normalize_episode_rewards
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
+from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import Completion, FakeSGLang, fake_logprob
 from fakes.toy_tokenizer import build_toy_tokenizer
@@ -138,38 +138,6 @@ class ScriptedPolicy:
             ids.append(stop)
             self.sampled.add(tuple(ids))
         return Completion(ids, {"type": "stop", "matched": stop})
-
-
-class JsonlDataSource:
-    """Prompt groups like slime's ``RolloutDataSource.get_samples``: deep copies per group.
-
-    Rows are read as slime's ``Dataset`` reads them with ``--input-key prompt`` and the default
-    ``--metadata-key metadata``: ``Sample.prompt = row["prompt"]``, ``Sample.metadata = row["metadata"]``.
-
-    :param path: a JSONL file written by ``examples/prepare_gsm8k.py``.
-    :param n_samples_per_prompt: samples per group.
-    """
-
-    def __init__(self, path: Path, n_samples_per_prompt: int) -> None:
-        self.rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-        self.n = n_samples_per_prompt
-        self.groups = 0
-        self.samples = 0
-
-    def get_samples(self, count: int) -> list[list[Sample]]:
-        groups = []
-        for _ in range(count):
-            row = self.rows[self.groups % len(self.rows)]
-            prompt = Sample(prompt=row["prompt"], metadata=row["metadata"])
-            group = []
-            for _ in range(self.n):
-                sample = copy.deepcopy(prompt)
-                sample.group_index, sample.index = self.groups, self.samples
-                self.samples += 1
-                group.append(sample)
-            groups.append(group)
-            self.groups += 1
-        return groups
 
 
 @dataclass
@@ -390,7 +358,7 @@ def check_normalization(args: SimpleNamespace, flat: list[Sample], groups: list[
     assert values == pytest.approx([-0.5 / (0.5**0.5 + 1e-6), 0.5 / (0.5**0.5 + 1e-6)])
 
 
-def check_evaluation(stand: Stand, args: SimpleNamespace, data_source: JsonlDataSource) -> None:
+def check_evaluation(stand: Stand, args: SimpleNamespace, data_source: ListDataSource) -> None:
     """The eval path returns per-dataset rewards in row order."""
     output = rollout.generate_rollout(args, 0, data_source, evaluation=True)
     assert list(output.data) == ["gsm8k"]
@@ -413,7 +381,7 @@ def test_training_step_with_a_local_agent(
     caplog.set_level(logging.INFO, logger="agentcore_slime.rollout")
     stand.policy.reset()
     args = slime_args(stand, "e2e-local")
-    data_source = JsonlDataSource(stand.train_path, N_SAMPLES)
+    data_source = ListDataSource.from_jsonl(stand.train_path, N_SAMPLES)
     output = rollout.generate_rollout(args, 0, data_source, evaluation=False)
     step = check_training_step(stand, args, output, segments=1)
     assert f"episode failed: session {step['failed']}" in caplog.text
@@ -426,7 +394,7 @@ def test_prefix_break_splits_an_episode_into_two_samples(stand: Stand, fresh_rol
     extend the first call's tokens, so each episode becomes two samples sharing a rollout id."""
     stand.policy.reset(compact_tool_json=True)
     args = slime_args(stand, "e2e-break", cumulative_token_mode=False)
-    data_source = JsonlDataSource(stand.train_path, N_SAMPLES)
+    data_source = ListDataSource.from_jsonl(stand.train_path, N_SAMPLES)
     output = rollout.generate_rollout(args, 0, data_source, evaluation=False)
     check_training_step(stand, args, output, segments=2)
 
@@ -435,7 +403,7 @@ def test_cumulative_mode_keeps_the_same_episode_in_one_sample(stand: Stand, fres
     """The same non-template tool-call JSON in cumulative mode: no break, one sample per episode."""
     stand.policy.reset(compact_tool_json=True)
     args = slime_args(stand, "e2e-bridged")
-    data_source = JsonlDataSource(stand.train_path, N_SAMPLES)
+    data_source = ListDataSource.from_jsonl(stand.train_path, N_SAMPLES)
     output = rollout.generate_rollout(args, 0, data_source, evaluation=False)
     check_training_step(stand, args, output, segments=1)
 
@@ -448,7 +416,7 @@ def test_training_step_through_the_acr_transport(
     with AcrDataPlane({ARN: stand.agent_url}) as plane:
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", plane.url)
         args = slime_args(stand, "e2e-acr", agent_runtime_arn=ARN, agent_url=None)
-        data_source = JsonlDataSource(stand.train_path, N_SAMPLES)
+        data_source = ListDataSource.from_jsonl(stand.train_path, N_SAMPLES)
         output = rollout.generate_rollout(args, 0, data_source, evaluation=False)
         step = check_training_step(stand, args, output, segments=1)
         sessions = set(step["episodes"])

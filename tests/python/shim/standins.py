@@ -28,7 +28,6 @@ from typing import Any
 from agentcore_slime.gateway.trace import CallTrace
 from aiohttp import web
 from fakes.acr_dataplane import SESSION_HEADER, ThreadedAiohttpServer
-from slime.utils.types import Sample
 
 
 def call(prompt: list[int], completion: list[int], finish: str = "stop", mode: str = "bridged") -> CallTrace:
@@ -198,37 +197,6 @@ class StandinAgent(ThreadedAiohttpServer):
         await asyncio.to_thread(
             self.s3.put_object, Bucket=bucket, Key=key, Body=body, ContentType="application/json"
         )
-
-
-class ListDataSource:
-    """slime's data source contract: ``get_samples(n)`` -> n groups of n_samples_per_prompt copies.
-
-    :param rows: dataset rows ``{"prompt": ..., "metadata": ...}``, cycled.
-    :param n_samples_per_prompt: episodes per prompt group.
-    """
-
-    def __init__(self, rows: list[dict[str, Any]], n_samples_per_prompt: int) -> None:
-        self.rows = rows
-        self.n = n_samples_per_prompt
-        self.groups = 0
-        self.samples = 0
-
-    def get_samples(self, count: int) -> list[list[Sample]]:
-        groups = []
-        for _ in range(count):
-            row = self.rows[self.groups % len(self.rows)]
-            prompt = Sample(
-                prompt=row.get("prompt", ""), label=row.get("label"), metadata=row.get("metadata") or {}
-            )
-            group = []
-            for _ in range(self.n):
-                sample = copy.deepcopy(prompt)
-                sample.group_index, sample.index = self.groups, self.samples
-                self.samples += 1
-                group.append(sample)
-            groups.append(group)
-            self.groups += 1
-        return groups
 
 
 def make_args(**overrides: Any) -> SimpleNamespace:

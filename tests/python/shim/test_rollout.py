@@ -18,12 +18,13 @@ from agentcore_slime import rollout
 from agentcore_slime._samples import is_padding, shim_info
 from agentcore_slime.config import ConfigError
 from agentcore_slime.rewards import normalize_episode_rewards
+from fakes.data_source import ListDataSource
 from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
 from slime.utils.eval_config import EvalDatasetConfig
 from slime.utils.types import Sample
 
 from shim.slime_split import check_sample_invariants, flatten, trained_positions
-from shim.standins import Behaviour, ListDataSource, call, make_args, multi_turn
+from shim.standins import Behaviour, call, make_args, multi_turn
 
 
 def behaviour_for(payload: dict[str, Any], sid: str) -> Behaviour:

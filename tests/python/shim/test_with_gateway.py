@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
+from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import FakeSGLang, text_policy
 from fakes.toy_tokenizer import build_toy_tokenizer
 
 from shim.slime_split import check_sample_invariants, flatten
-from shim.standins import Behaviour, ListDataSource, StandinAgent, make_args
+from shim.standins import Behaviour, StandinAgent, make_args
 
 
 @pytest.fixture(scope="module")
