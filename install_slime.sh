@@ -57,7 +57,9 @@ SLIME_PATCH_DIR="docker/patch/latest"   # in the slime clone: megatron.patch, sg
 #   flag> passthrough (router options are --router-*, not --sglang-router-*), and
 #   --megatron-to-hf-mode bridge, which bin/train passes: at fa3c990 only bridge mode loads the HF
 #   --ref-load (slime/backends/megatron_utils/checkpoint.py:130); upstream removed the flag later
-#   (then it is silently ignored and an HF --ref-load needs re-checking).
+#   (then it is silently ignored and an HF --ref-load needs re-checking); --load SAVE_DIR, passed
+#   only when SAVE_DIR has latest_checkpointed_iteration.txt (fa3c990 keeps any other --load as is
+#   in bridge mode: slime/utils/arguments.py:1793-1805).
 # --------------------------------------------------------------------------------------------------
 
 GITHUB="https://github.com"
