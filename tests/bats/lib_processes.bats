@@ -20,10 +20,31 @@ _setup() {
   local uid
   uid=$(id -u)
   assert_calls <<CALLS
-pkill -KILL -u $uid -f \^sglang::\|sglang\\\\.launch_server\|sglang_router\\\\.launch
+pkill -TERM -u $uid -f \^sglang::\|sglang\\\\.launch_server\|sglang_router\\\\.launch
 ray stop --force
 pgrep -u $uid -x raylet\|gcs_server
 CALLS
+}
+
+@test "SGLang processes get TERM and a grace period; the ones that ignore it get KILL" {
+  stub pkill
+  stub ray
+  # pgrep -f (SGLang still there) answers twice with a PID; pgrep -x (raylet) finds nothing
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub pgrep '[[ $3 == -x ]] && exit 1; n=$(grep -c "^pgrep .* -f " "$CALL_LOG"); ((n <= 2)) && echo 4242 && exit 0; exit 1'
+  run -0 stop_stale_processes
+  run calls pkill
+  ((${#lines[@]} == 1)) || flunk "exited within the grace period, yet: $output"
+  [[ ${lines[0]} == "pkill -TERM -u $(id -u) -f "* ]] || flunk "$output"
+  : >"$CALL_LOG"
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub pgrep '[[ $3 == -x ]] && exit 1; echo 4242'
+  TOOLKIT_STALE_GRACE=3 run -0 stop_stale_processes
+  assert_output_contains "SGLang processes ignored TERM for 3s: killing them"
+  run calls pkill
+  [[ ${#lines[@]} == 2 && ${lines[1]} == "pkill -KILL -u $(id -u) -f "* ]] || flunk "$output"
+  run calls sleep
+  ((${#lines[@]} == 3)) || flunk "sleeps: $output"
 }
 
 @test "the SGLang pattern matches SGLang processes and not our script or an editor" {
@@ -40,7 +61,8 @@ CALLS
 @test "a raylet that survives is a clear error naming its PIDs, after a bounded wait" {
   stub pkill
   stub ray
-  stub pgrep 'printf "4242\n4343\n"'
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub pgrep '[[ $3 == -f ]] && exit 1; printf "4242\n4343\n"'
   TOOLKIT_STALE_CHECKS=3 run -1 stop_stale_processes
   assert_output_contains "Ray processes of this user survived 'ray stop --force' (PIDs: 4242 4343)"
   run calls sleep
@@ -51,10 +73,10 @@ CALLS
   stub pkill
   stub ray
   # shellcheck disable=SC2016 # the stub's body expands when it runs
-  stub pgrep 'n=$(grep -c ^pgrep "$CALL_LOG"); ((n >= 3)) && exit 1; echo 4242'
+  stub pgrep '[[ $3 == -f ]] && exit 1; n=$(grep -c "^pgrep .* -x " "$CALL_LOG"); ((n >= 3)) && exit 1; echo 4242'
   run -0 stop_stale_processes
-  run calls pgrep
-  ((${#lines[@]} == 3)) || flunk "$output"
+  run grep -c "^pgrep .* -x raylet" "$CALL_LOG"
+  assert_output 3
 }
 
 @test "never a broad kill: no pkill without -u, never 'python'" {
@@ -63,6 +85,6 @@ CALLS
   stub pgrep 'exit 1'
   stop_stale_processes 2>/dev/null
   run calls pkill
-  [[ $output == "pkill -KILL -u $(id -u) "* ]] || flunk "$output"
+  [[ $output == "pkill -TERM -u $(id -u) "* ]] || flunk "$output"
   refute_output_contains python
 }

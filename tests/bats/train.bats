@@ -32,7 +32,7 @@ _setup() {
   local uid
   uid=$(id -u)
   run calls
-  [[ ${lines[0]} == "pkill -KILL -u $uid -f "* ]] || flunk "first call: ${lines[0]}"
+  [[ ${lines[0]} == "pkill -TERM -u $uid -f "* ]] || flunk "first call: ${lines[0]}"
   [[ ${lines[1]} == "ray stop --force" ]] || flunk "second call: ${lines[1]}"
   [[ ${lines[2]} == "pgrep -u $uid -x raylet\|gcs_server" ]] || flunk "third call: ${lines[2]}"
   [[ ${lines[3]} == "ray start --head --num-gpus 8 --disable-usage-stats" ]] || flunk "fourth: ${lines[3]}"
