@@ -21,7 +21,8 @@ import boto3
 import httpx
 import pytest
 from aiohttp import web
-from fakes.acr_dataplane import AgentServer, ThreadedAiohttpServer
+from fakes.acr_dataplane import AgentServer
+from fakes.http import ThreadedAiohttpServer
 from fakes.s3 import LocalS3
 
 SID = "sess-00000000-0000-0000-0000-000000000001"

@@ -36,13 +36,14 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from fakes.http import ThreadedAiohttpServer
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default when the request does not say
 SGLANG_VERSIONS = ("0.5.13", "0.5.23")
@@ -101,7 +102,7 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"message": message}}, status=status)
 
 
-class FakeSGLang:
+class FakeSGLang(ThreadedAiohttpServer):
     """The scripted SGLang server. Use as a context manager or call start()/stop().
 
     :param policy: ``(input_ids, sampling_params) -> Completion``.
@@ -144,31 +145,9 @@ class FakeSGLang:
         self.aborted_rids: list[str] = []
         self.generate_calls = 0
         self._in_flight: set[str] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self.url = ""
+        super().__init__(self._app_routes(), name="fake-sglang")
 
-    # ----------------------------------------------------------------- lifecycle
-    def start(self) -> str:
-        """Serve on 127.0.0.1:<free port> in a background thread; returns the base url."""
-        ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-
-        def run() -> None:
-            assert self._loop is not None
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._serve())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="fake-sglang", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("fake SGLang server did not start within 10 s")
-        return self.url
-
-    async def _serve(self) -> None:
+    def _app_routes(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/generate", self._generate)
         paths = ["/health", "/health_generate"] + (["/ready"] if self.sglang_version != "0.5.13" else [])
@@ -178,31 +157,7 @@ class FakeSGLang:
         app.router.add_get("/get_model_info", self._model_info)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/abort_request", self._abort_request)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        """Stop serving and join the thread (idempotent)."""
-        if self._loop is None:
-            return
-        loop, self._loop = self._loop, None
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        loop.close()
-
-    def __enter__(self) -> FakeSGLang:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return app
 
     # ----------------------------------------------------------------- handlers
     async def _health(self, request: web.Request) -> web.Response:
@@ -362,7 +317,7 @@ class FakeSGLang:
         return {"text": text, "output_ids": ids, "meta_info": meta}
 
 
-class FakeRouter:
+class FakeRouter(ThreadedAiohttpServer):
     """slime's sglang-router 0.3.2 in front of fake engines, as observed on loopback.
 
     Behaviour taken from running the PyPI ``sglang-router==0.3.2`` wheel against
@@ -388,30 +343,10 @@ class FakeRouter:
         self.sticky: dict[str, int] = {}
         self.routed: list[tuple[str | None, int]] = []  # (routing key, worker index) per /generate
         self._next = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self.url = ""
+        super().__init__(self._app_routes(), name="fake-sglang-router")
 
-    def start(self) -> str:
-        """Serve on 127.0.0.1:<free port> (the workers must be started); returns the base url."""
-        ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-
-        def run() -> None:
-            assert self._loop is not None
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(self._serve())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="fake-sglang-router", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("fake router did not start within 10 s")
-        return self.url
-
-    async def _serve(self) -> None:
+    def _app_routes(self) -> web.Application:
+        """The router's routes (start the workers before the router; stop leaves them running)."""
         app = web.Application()
         app.router.add_post("/generate", self._generate)
         app.router.add_get("/health", lambda r: web.Response(text="OK"))
@@ -420,31 +355,7 @@ class FakeRouter:
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/workers", self._workers)
         app.router.add_get("/get_model_info", self._model_info)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        """Stop serving and join the thread (idempotent); the workers are left running."""
-        if self._loop is None:
-            return
-        loop, self._loop = self._loop, None
-        if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        loop.close()
-
-    def __enter__(self) -> FakeRouter:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return app
 
     def _pick(self, key: str | None) -> int:
         if key:

@@ -27,7 +27,8 @@ from typing import Any
 
 from agentcore_slime.gateway.trace import CallTrace
 from aiohttp import web
-from fakes.acr_dataplane import SESSION_HEADER, ThreadedAiohttpServer
+from fakes.acr_dataplane import SESSION_HEADER
+from fakes.http import ThreadedAiohttpServer
 
 
 def call(prompt: list[int], completion: list[int], finish: str = "stop", mode: str = "bridged") -> CallTrace:
