@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from .envfile import read_env_file
 from .errors import ConfigError
-from .render import RUNTIME_WORDS, Rendered, RunPaths, render, shell_quote
+from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
 from .validate import Config, check_slime_flags, check_variant, missing_paths, parse_overrides, resolve
 from .variants import VARIANTS
 
@@ -93,7 +93,7 @@ def _run(argv: list[str]) -> int:
     runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
     env_file = Path(args.env_file)
     config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
-    check_slime_flags(list(config["EXTRA_FLAGS"] or []) + slime_flags)  # type: ignore[arg-type]
+    check_slime_flags(passthrough_flags(config, slime_flags))
     variant = VARIANTS[args.variant]
     for warning in check_variant(config, variant):
         say(f"warning: {warning}")

@@ -279,6 +279,16 @@ def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
     return flags
 
 
+def passthrough_flags(config: Config, cli_flags: list[str]) -> list[str]:
+    """The flags appended verbatim to slime's command line: EXTRA_FLAGS, then those after ``--``.
+
+    :param config: the resolved configuration.
+    :param cli_flags: the flags after ``--`` on the bin/train command line.
+    """
+    extra = config["EXTRA_FLAGS"]
+    return (list(extra) if isinstance(extra, list) else []) + list(cli_flags)
+
+
 def env_text(config: Config) -> str:
     """``runs/<EXP_ID>/env``: every resolved value as a dotenv file (secrets never appear).
 
@@ -318,7 +328,7 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
     env = _environment(templates)
     chosen = VARIANTS[variant]
     groups = flag_groups(config, paths.run_dir, chosen)
-    extra = list(config["EXTRA_FLAGS"] or []) + list(cli_flags)  # type: ignore[arg-type]
+    extra = passthrough_flags(config, cli_flags)
     c = config.values
     context = {
         "c": c,
