@@ -29,11 +29,19 @@ env_is_set() { # <name>
   [[ -v _env_ref ]] && ((${#_env_ref} > 0))
 }
 
+# refuse_link PATH: exit 2 when PATH is a symbolic link. The run directory is written only
+# through files the toolkit created, never through a link to somebody else's file.
+refuse_link() { # <path>
+  [[ -L $1 ]] || return 0
+  die "$1 is a symbolic link (to $(readlink -- "$1")); the toolkit never writes through a link it did not create (remove the link or move it out of the run directory; the file it points to is untouched)" 2
+}
+
 # start_logging LOG: copy everything the script prints (stdout and stderr) to LOG.
 # tee ignores SIGINT so the cleanup trap's messages still reach the log on Ctrl-C.
 start_logging() { # <log-file>
   local log=$1
   mkdir -p "$(dirname "$log")"
+  refuse_link "$log"
   exec > >(tee -i -a "$log") 2>&1
   TOOLKIT_TEE_PID=$!
 }

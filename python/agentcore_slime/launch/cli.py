@@ -9,26 +9,22 @@ Progress goes to stderr as ``bin/train: ...``; stdout carries only paths and com
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import shlex
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import NoReturn
 
 from .envfile import read_env_file
 from .errors import ConfigError
 from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
+from .rundir import write_run_dir
 from .validate import Config, check_slime_flags, check_variant, missing_paths, parse_overrides, resolve
 from .variants import VARIANTS
 
 PROG = "bin/train"
-#: file in the run directory recording the checksum of every file we rendered
-CHECKSUMS = ".rendered.json"
 #: external commands the rendered script needs in a real run
 REQUIRED_TOOLS = ("bash", "ray", "pkill", "pgrep", "tee")
 
@@ -109,8 +105,9 @@ def _run(argv: list[str]) -> int:
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
     rendered = render(config, paths, args.variant, slime_flags, repo / "templates")
-    write_run_dir(run_dir, rendered)
     script = run_dir / variant.script
+    log = script.with_suffix(".log")
+    write_run_dir(run_dir, rendered.files, also_checked=[log.name])
     if args.dry_run:
         print(script)
         print(_command_line(rendered))
@@ -119,7 +116,7 @@ def _run(argv: list[str]) -> int:
         say(f"rendered {run_dir}; run it with:")
         print(shlex.join(["bash", str(script)]))
         return 0
-    say(f"running {script} (log: {script.with_suffix('.log')})")
+    say(f"running {script} (log: {log})")
     sys.stdout.flush()
     _restore_caller_pythonpath()
     os.execvp("bash", ["bash", str(script)])
@@ -157,39 +154,3 @@ def _check_tools() -> None:
 def _command_line(rendered: Rendered) -> str:
     words = [w if w in RUNTIME_WORDS else shell_quote(w) for w in rendered.slime_argv]
     return " ".join(words)
-
-
-def _digest(text: str | bytes) -> str:
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    return hashlib.sha256(data).hexdigest()
-
-
-def write_run_dir(run_dir: Path, rendered: Rendered) -> None:
-    """Write the rendered files, keeping any file the user edited since we rendered it.
-
-    A file whose content differs from what we last wrote (or that we never wrote) is moved
-    to ``<name>.edited-<UTC time>`` and reported; nothing the user made is lost.
-
-    :param run_dir: the run directory (created if needed).
-    :param rendered: the files to write.
-    """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record_path = run_dir / CHECKSUMS
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        record = {}
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    for name, text in rendered.files.items():
-        target = run_dir / name
-        if target.exists():
-            current = _digest(target.read_bytes())
-            if current != record.get(name) and current != _digest(text):
-                kept = target.with_name(f"{name}.edited-{stamp}")
-                target.rename(kept)
-                say(f"{target} was edited since it was rendered: kept your copy as {kept}")
-        target.write_text(text, encoding="utf-8")
-        if name.endswith(".sh"):
-            target.chmod(0o755)
-        record[name] = _digest(text)
-    record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")

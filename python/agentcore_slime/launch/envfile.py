@@ -3,13 +3,17 @@
 python-dotenv parses the syntax (comments, quotes, escapes, ``export``); ``${VAR}`` and
 ``${VAR:-default}`` references are resolved against the keys written *earlier in the same
 file* only, never against the process environment, so a config renders the same everywhere
-and cannot pull a secret out of the shell.
+and cannot pull a secret out of the shell. A single-quoted value is literal, as in the shell:
+no reference is resolved in it, which is how ``runs/<EXP_ID>/env`` writes every value, so a
+literal ``${...}`` survives the round trip. The file is read without newline translation: a
+CR inside a quoted value stays a CR.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +24,9 @@ from dotenv.variables import Variable, parse_variables
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
+
+#: the start of a binding whose value is single-quoted (python-dotenv's key and `=` syntax)
+_SINGLE_QUOTED = re.compile(r"\s*(?:export[^\S\r\n]+)?(?:'[^']+'|[^=#\s]+)[^\S\r\n]*=[^\S\r\n]*'")
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,8 @@ def read_env_file(path: Path) -> dict[str, EnvEntry]:
         ``${VAR}`` reference names no earlier key.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8", newline="") as handle:
+            text = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read env file {path}: {exc}", "pass a readable UTF-8 dotenv file") from exc
     bindings = list(parse_stream(io.StringIO(text)))
@@ -65,7 +73,9 @@ def read_env_file(path: Path) -> dict[str, EnvEntry]:
                 "keep one of the two lines",
             )
         value = raw.get(binding.key)
-        entries[binding.key] = EnvEntry(_interpolate(path, line, binding.key, value, entries), line)
+        if not _SINGLE_QUOTED.match(binding.original.string):
+            value = _interpolate(path, line, binding.key, value, entries)
+        entries[binding.key] = EnvEntry(value, line)
     return entries
 
 

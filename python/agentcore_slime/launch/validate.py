@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .credentials import refuse_secret_flags
 from .envfile import EnvEntry
 from .errors import ConfigError, raise_all
 from .schema import KEYS, KEYS_BY_NAME, Key, Kind, is_secret
@@ -437,9 +438,11 @@ def check_slime_flags(words: list[str]) -> None:
     """Refuse pass-through slime flags (EXTRA_FLAGS, flags after ``--``) that cannot work.
 
     :param words: the pass-through flags, in order.
-    :raises ConfigError: a flag the toolkit owns, or a ``--rollout-top-p`` other than 1
-        (the rollout does not replay SGLang's top-p token sets, which slime's loss then needs).
+    :raises ConfigError: a flag that carries a secret, a flag the toolkit owns, or a
+        ``--rollout-top-p`` other than 1 (the rollout does not replay SGLang's top-p token
+        sets, which slime's loss then needs).
     """
+    refuse_secret_flags(words)
     for position, word in enumerate(words):
         flag, _, inline = word.partition("=")
         if flag in _FLAGS_OWNED_ELSEWHERE:

@@ -1,0 +1,168 @@
+"""Write the run directory ``runs/<EXP_ID>/`` without ever writing through a link or over a user's file.
+
+Every file is written as a new temporary file in the run directory, created with ``O_EXCL``
+(so nothing existing is opened for writing), then renamed over its name; ``rename`` replaces
+a name, never the file a symlink points to. A name that already is a symlink, a directory or
+anything but a regular file is refused before the first write, with a clear error: the user's
+file it points to stays untouched and so does the link. A file the user edited since we
+rendered it is first copied to ``<name>.edited-<UTC time>[-N]``, created with ``O_EXCL`` too,
+so an edited copy is never replaced, not even by two re-renders within one second.
+
+The run directory itself may be a link the user made (to a bigger disk, say); the names
+inside it may not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import stat
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from .errors import ConfigError
+
+PROG = "bin/train"
+#: file in the run directory recording the checksum of every file we rendered
+CHECKSUMS = ".rendered.json"
+
+
+def _say(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def check_run_dir(run_dir: Path, names: Iterable[str]) -> None:
+    """Refuse a run directory whose files we would have to write through a link.
+
+    :param run_dir: the run directory (it need not exist yet).
+    :param names: every file name inside it that the run will write (rendered files, the
+        checksum record, the log).
+    :raises ConfigError: ``run_dir`` exists and is not a directory, or one of ``names`` is a
+        symbolic link or not a regular file.
+    """
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(
+            f"{run_dir} exists and is not a directory",
+            "move it away, or choose another EXP_ID or TOOLKIT_RUNS_DIR",
+        )
+    for name in names:
+        path = run_dir / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise ConfigError(
+                f"{path} is a symbolic link (to {os.readlink(path)}); bin/train never writes "
+                "through a link it did not create",
+                "remove the link or move it out of the run directory; the file it points to is untouched",
+            )
+        if not stat.S_ISREG(mode):
+            raise ConfigError(
+                f"{path} exists and is not a regular file", "move it out of the run directory"
+            )
+
+
+def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[str] = ()) -> None:
+    """Write the rendered files, keeping any file the user edited since we rendered it.
+
+    A file whose content differs from what we last wrote (or that we never wrote) is copied
+    to a new ``<name>.edited-<UTC time>`` and reported; nothing the user made is lost.
+
+    :param run_dir: the run directory (created if needed).
+    :param files: file name inside the run directory -> content.
+    :param also_checked: names the run writes later (its log): refused as links now too.
+    :raises ConfigError: see :func:`check_run_dir`; nothing is written then.
+    """
+    check_run_dir(run_dir, [*files, CHECKSUMS, *also_checked])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = _read_record(run_dir / CHECKSUMS)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for name, text in files.items():
+        target = run_dir / name
+        data = text.encode("utf-8")
+        current = _read_no_follow(target)
+        if current is not None and _digest(current) not in (record.get(name), _digest(data)):
+            kept = keep_copy(target, current, stamp)
+            _say(f"{target} was edited since it was rendered: kept your copy as {kept}")
+        write_atomic(target, data, 0o755 if name.endswith(".sh") else _default_mode())
+        record[name] = _digest(data)
+    text = json.dumps(record, indent=1, sort_keys=True) + "\n"
+    write_atomic(run_dir / CHECKSUMS, text.encode("utf-8"), _default_mode())
+
+
+def write_atomic(target: Path, data: bytes, mode: int) -> None:
+    """Replace ``target`` by a new file holding ``data``: never opens ``target`` itself.
+
+    :param target: the file name to (re)place; a symlink there is replaced, not followed.
+    :param data: the new content.
+    :param mode: its permission bits.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def keep_copy(target: Path, data: bytes, stamp: str) -> Path:
+    """Copy ``data`` (``target``'s content) to a new ``<name>.edited-<stamp>[-N]`` file.
+
+    The copy is created with ``O_EXCL``: an existing edited copy is never replaced; the
+    first free ``-N`` suffix is taken instead.
+
+    :param target: the edited file.
+    :param data: its content, as read.
+    :param stamp: the UTC time to put in the name.
+    """
+    mode = stat.S_IMODE(os.lstat(target).st_mode)
+    for number in itertools.count(1):
+        suffix = "" if number == 1 else f"-{number}"
+        kept = target.with_name(f"{target.name}.edited-{stamp}{suffix}")
+        try:
+            fd = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        return kept
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _read_no_follow(path: Path) -> bytes | None:
+    """The content of ``path``, ``None`` when it does not exist; a symlink is an error (ELOOP)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+def _read_record(path: Path) -> dict[str, str]:
+    try:
+        data = _read_no_follow(path)
+        record = json.loads(data) if data is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in record.items()} if isinstance(record, dict) else {}
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _default_mode() -> int:
+    """0666 minus the umask: the mode ``open()`` would have given a new file."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
