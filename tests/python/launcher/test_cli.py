@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from agentcore_slime.launch import cli
-from agentcore_slime.launch.render import Rendered, shell_quote
+from agentcore_slime.launch.render import shell_quote
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,27 +86,6 @@ def test_real_run_execs_bash_on_the_script(env_file: Path, tmp_path: Path, monke
     assert cli.main([str(env_file)]) == 1  # only reached because execvp is replaced
     assert calls == [("bash", ["bash", str(tmp_path / "runs" / "cli-exp" / "train.sh")])]
     assert "PYTHONPATH" not in cli.os.environ  # the caller had none: restored before exec
-
-
-def test_write_run_dir_keeps_edited_files(tmp_path: Path, capsys) -> None:
-    run_dir = tmp_path / "run"
-    cli.write_run_dir(run_dir, Rendered({"train.sh": "v1\n", "env": "e1\n"}))
-    cli.write_run_dir(run_dir, Rendered({"train.sh": "v2\n", "env": "e2\n"}))  # unedited: replaced
-    assert capsys.readouterr().err == ""
-    (run_dir / "train.sh").write_text("v2 + my edit\n")
-    cli.write_run_dir(run_dir, Rendered({"train.sh": "v3\n", "env": "e3\n"}))
-    kept = list(run_dir.glob("train.sh.edited-*"))
-    assert len(kept) == 1 and kept[0].read_text() == "v2 + my edit\n"
-    assert (run_dir / "train.sh").read_text() == "v3\n"
-    assert f"kept your copy as {kept[0]}" in capsys.readouterr().err
-
-
-def test_a_file_we_never_rendered_is_kept_too(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "train.sh").write_text("hand written\n")
-    cli.write_run_dir(run_dir, Rendered({"train.sh": "v1\n"}))
-    assert [p.read_text() for p in run_dir.glob("train.sh.edited-*")] == ["hand written\n"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,0 +1,98 @@
+"""The run directory (``launch/rundir.py``): edited files are kept and never replaced, and no
+file is ever written through a link (issue 18, defects 11 and 14)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from agentcore_slime.launch import rundir
+from agentcore_slime.launch.errors import ConfigError
+
+
+def test_edited_files_are_kept(tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    rundir.write_run_dir(run_dir, {"train.sh": "v1\n", "env": "e1\n"})
+    rundir.write_run_dir(run_dir, {"train.sh": "v2\n", "env": "e2\n"})  # unedited: replaced
+    assert capsys.readouterr().err == ""
+    (run_dir / "train.sh").write_text("v2 + my edit\n")
+    rundir.write_run_dir(run_dir, {"train.sh": "v3\n", "env": "e3\n"})
+    kept = list(run_dir.glob("train.sh.edited-*"))
+    assert len(kept) == 1 and kept[0].read_text() == "v2 + my edit\n"
+    assert (run_dir / "train.sh").read_text() == "v3\n"
+    assert os.access(run_dir / "train.sh", os.X_OK) and os.access(kept[0], os.X_OK)
+    assert f"kept your copy as {kept[0]}" in capsys.readouterr().err
+
+
+def test_a_file_we_never_rendered_is_kept_too(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "train.sh").write_text("hand written\n")
+    rundir.write_run_dir(run_dir, {"train.sh": "v1\n"})
+    assert [p.read_text() for p in run_dir.glob("train.sh.edited-*")] == ["hand written\n"]
+
+
+def test_edited_copies_within_one_second_are_never_replaced(tmp_path: Path, monkeypatch) -> None:
+    """Defect 14: the copy's name had one-second resolution and the rename replaced an
+    existing copy. The clock is frozen so every cycle falls in the same second."""
+    frozen = rundir.time.gmtime(1_800_000_000)
+    monkeypatch.setattr(rundir.time, "gmtime", lambda *_: frozen)
+    run_dir = tmp_path / "run"
+    rundir.write_run_dir(run_dir, {"train.sh": "v0\n"})
+    for cycle in range(1, 4):
+        (run_dir / "train.sh").write_text(f"edit {cycle}\n")
+        rundir.write_run_dir(run_dir, {"train.sh": f"v{cycle}\n"})
+    kept = sorted(run_dir.glob("train.sh.edited-*"))
+    assert sorted(p.read_text() for p in kept) == ["edit 1\n", "edit 2\n", "edit 3\n"]
+    assert len({p.name for p in kept}) == 3
+
+
+def test_keep_copy_does_not_replace_an_existing_name(tmp_path: Path) -> None:
+    target = tmp_path / "train.sh"
+    target.write_text("mine\n")
+    taken = tmp_path / "train.sh.edited-STAMP"
+    taken.write_text("an earlier copy\n")
+    kept = rundir.keep_copy(target, b"mine\n", "STAMP")
+    assert kept == tmp_path / "train.sh.edited-STAMP-2"
+    assert taken.read_text() == "an earlier copy\n" and kept.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("name", ["train.sh", "env", "toolkit.yaml", ".rendered.json", "train.log"])
+def test_a_symlink_in_the_run_dir_is_refused_and_its_target_untouched(tmp_path: Path, name: str) -> None:
+    """Defect 11: a link in runs/<EXP_ID>/ pointing at a user's file got it overwritten."""
+    run_dir = tmp_path / "run"
+    rundir.write_run_dir(run_dir, {"train.sh": "v1\n", "env": "e1\n", "toolkit.yaml": "y\n"})
+    users_file = tmp_path / "precious.txt"
+    users_file.write_text("the user's data\n")
+    (run_dir / name).unlink(missing_ok=True)
+    (run_dir / name).symlink_to(users_file)
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if not p.is_symlink()}
+    with pytest.raises(ConfigError, match=f"{name} is a symbolic link .*never writes through a link"):
+        rundir.write_run_dir(
+            run_dir, {"train.sh": "v2\n", "env": "e2\n", "toolkit.yaml": "y2\n"}, also_checked=["train.log"]
+        )
+    assert users_file.read_text() == "the user's data\n"
+    assert (run_dir / name).is_symlink()
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if not p.is_symlink()} == before
+
+
+def test_a_directory_in_place_of_a_file_or_of_the_run_dir_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "run" / "env").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="env exists and is not a regular file"):
+        rundir.write_run_dir(tmp_path / "run", {"env": "e\n"})
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="exists and is not a directory"):
+        rundir.write_run_dir(tmp_path / "file", {"env": "e\n"})
+
+
+def test_the_run_dir_itself_may_be_a_link_the_user_made(tmp_path: Path) -> None:
+    (tmp_path / "big-disk").mkdir()
+    (tmp_path / "run").symlink_to(tmp_path / "big-disk")
+    rundir.write_run_dir(tmp_path / "run", {"env": "e\n"})
+    assert (tmp_path / "big-disk" / "env").read_text() == "e\n"
+
+
+def test_no_temporary_file_is_left_behind(tmp_path: Path) -> None:
+    rundir.write_run_dir(tmp_path, {"train.sh": "v\n", "env": "e\n"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".rendered.json", "env", "train.sh"]
