@@ -204,6 +204,25 @@ def write_jsonl_atomic(path: Path, problems: Sequence[Problem]) -> None:
         raise
 
 
+def check_out_dir(out_dir: Path, targets: Iterable[Path]) -> None:
+    """Refuse an ``--out-dir`` that cannot hold the output files, before anything is read.
+
+    :param out_dir: the ``--out-dir`` value; it, or its nearest existing parent, must be a directory.
+    :param targets: the output files; none may be a directory.
+    :raises InputError: naming the path that is in the way.
+    """
+    existing = out_dir
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        inside = "" if existing == out_dir else f" (inside {existing})"
+        raise InputError(f"--out-dir {out_dir}{inside}: {existing} exists and is not a directory "
+                         "(choose a directory for --out-dir; --force replaces output files, never other files)")
+    for target in targets:
+        if target.is_dir():
+            raise InputError(f"{target} is a directory (move it away, or choose another --out-dir)")
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -245,6 +264,7 @@ def run(options: argparse.Namespace) -> dict[str, Path]:
     :raises InputError: on any bad input, before any file is written.
     """
     targets = {split: options.out_dir / _SPLIT_FILES[split] for split in _SPLIT_FILES}
+    check_out_dir(options.out_dir, targets.values())
     sources = _load_sources(options)
     existing = [str(targets[split]) for split in sources if targets[split].exists()]
     if existing and not options.force:
@@ -255,7 +275,11 @@ def run(options: argparse.Namespace) -> dict[str, Path]:
         split: parse_split(rows, limits[split], options.skip_invalid) for split, rows in sources.items()
     }
     for split, problems in parsed.items():
-        write_jsonl_atomic(targets[split], problems)
+        try:
+            write_jsonl_atomic(targets[split], problems)
+        except OSError as err:
+            raise InputError(f"cannot write {targets[split]}: {err.strerror or err} "
+                             "(check that --out-dir is a writable directory)") from err
         logger.info("wrote %d rows to %s", len(problems), targets[split])
     return {split: targets[split] for split in parsed}
 

@@ -163,3 +163,36 @@ def test_usage_error_exits_2() -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
     assert "one of the arguments --train --hub is required" in proc.stderr
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_out_dir_that_is_a_file_is_a_clear_error(tmp_path: Path, capsys, force: list[str]) -> None:
+    """Issue 18, defect 16: `--out-dir <an existing file> --force` ended in a FileExistsError
+    traceback. The file is not touched, with or without --force."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("mine\n", encoding="utf-8")
+    for out_dir in (blocker, blocker / "sub"):
+        assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(out_dir), *force]) == 2
+        err = capsys.readouterr().err
+        assert f"{blocker} exists and is not a directory (choose a directory for --out-dir" in err
+        assert "Traceback" not in err
+    assert blocker.read_text(encoding="utf-8") == "mine\n"
+
+
+def test_out_dir_through_a_dangling_link_or_an_output_that_is_a_directory(tmp_path: Path, capsys) -> None:
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(tmp_path / "dangling"), "--force"]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
+    (tmp_path / "out" / "train.jsonl").mkdir(parents=True)
+    assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(tmp_path / "out"), "--force"]) == 2
+    assert f"{tmp_path / 'out' / 'train.jsonl'} is a directory" in capsys.readouterr().err
+
+
+def test_out_dir_that_cannot_be_written_is_a_clear_error(tmp_path: Path, capsys, monkeypatch) -> None:
+    def refuse(*_args: object, **_kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(prepare_gsm8k.tempfile, "mkstemp", refuse)
+    assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {tmp_path / 'out' / 'train.jsonl'}: Permission denied (check that --out-dir" in err
