@@ -216,8 +216,8 @@ def check_out_dir(out_dir: Path, targets: Iterable[Path]) -> None:
         existing = existing.parent
     if not existing.is_dir():
         inside = "" if existing == out_dir else f" (inside {existing})"
-        raise InputError(f"--out-dir {out_dir}{inside}: {existing} exists and is not a directory "
-                         "(choose a directory for --out-dir; --force replaces output files, never other files)")
+        raise InputError(f"--out-dir {out_dir}{inside}: {existing} exists and is not a directory (choose a "
+                         "directory for --out-dir; --force replaces output files, never other files)")
     for target in targets:
         if target.is_dir():
             raise InputError(f"{target} is a directory (move it away, or choose another --out-dir)")

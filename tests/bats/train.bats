@@ -232,7 +232,7 @@ refute_line_in_job() {
 @test "rerunning after a checkpoint was saved resumes from it with --load SAVE_DIR" {
   run -0 "$TRAIN" "$WORK/exp.env"
   run ! flag_value --load
-  mkdir -p "$RUN_DIR/checkpoints"
+  mkdir -p "$RUN_DIR/checkpoints/iter_0000003"
   echo 3 >"$RUN_DIR/checkpoints/latest_checkpointed_iteration.txt"
   run -0 bash "$RUN_DIR/train.sh"
   assert_output_contains "resuming from $RUN_DIR/checkpoints (checkpoint of rollout 3)"

@@ -22,7 +22,9 @@ import re
 
 from .errors import ConfigError
 
-_SECRET_WORDS = frozenset({"secret", "secrets", "password", "passwd", "passphrase", "credential", "credentials", "apikey"})
+_SECRET_WORDS = frozenset(
+    {"secret", "secrets", "password", "passwd", "passphrase", "credential", "credentials", "apikey"}
+)
 #: ``--<field>-key`` flags of slime that name a JSON field of the data, not a credential
 _DATA_FIELDS = frozenset({"input", "label", "tool", "metadata", "reward"})
 _EXPORTS = {

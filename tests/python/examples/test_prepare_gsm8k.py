@@ -181,7 +181,8 @@ def test_out_dir_that_is_a_file_is_a_clear_error(tmp_path: Path, capsys, force: 
 
 def test_out_dir_through_a_dangling_link_or_an_output_that_is_a_directory(tmp_path: Path, capsys) -> None:
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
-    assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(tmp_path / "dangling"), "--force"]) == 2
+    dangling = tmp_path / "dangling"
+    assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(dangling), "--force"]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err
     (tmp_path / "out" / "train.jsonl").mkdir(parents=True)
     assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(tmp_path / "out"), "--force"]) == 2

@@ -69,7 +69,7 @@ def test_data_and_token_id_flags_are_not_secrets(word: str) -> None:
         (["--rollout-top-k", "5", "--wandb-key", "sk-Zq8W7"], "export WANDB_API_KEY=..."),
         (["--wandb-key=sk-Zq8W7"], "export WANDB_API_KEY=..."),
         (["--aws-secret-access-key", "sk-Zq8W7"], "export AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"),
-        (["--sglang-api-key", "sk-Zq8W7"], "remove the flag and export the secret as an environment variable"),
+        (["--sglang-api-key", "sk-Zq8W7"], "remove the flag and export the secret as an environment"),
     ],
 )
 def test_the_refusal_says_what_to_export_and_never_shows_the_value(words: list[str], how: str) -> None:
