@@ -45,17 +45,17 @@ def check_run_dir(run_dir: Path, names: Iterable[str]) -> None:
     :raises ConfigError: ``run_dir`` exists and is not a directory, or one of ``names`` is a
         symbolic link or not a regular file.
     """
-    if run_dir.exists() and not run_dir.is_dir():
+    if os.path.lexists(run_dir) and not run_dir.is_dir():
         raise ConfigError(
-            f"{run_dir} exists and is not a directory",
+            f"{run_dir} exists and is not a directory (or is a link to nothing)",
             "move it away, or choose another EXP_ID or TOOLKIT_RUNS_DIR",
         )
     for name in names:
         path = run_dir / name
         try:
             mode = os.lstat(path).st_mode
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # not there yet (or the run directory cannot be created: said below)
         if stat.S_ISLNK(mode):
             raise ConfigError(
                 f"{path} is a symbolic link (to {os.readlink(path)}); bin/train never writes "
@@ -80,7 +80,13 @@ def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[s
     :raises ConfigError: see :func:`check_run_dir`; nothing is written then.
     """
     check_run_dir(run_dir, [*files, CHECKSUMS, *also_checked])
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the run directory {run_dir}: {exc.strerror or exc}",
+            "choose a TOOLKIT_RUNS_DIR you can write to",
+        ) from exc
     record = _read_record(run_dir / CHECKSUMS)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     for name, text in files.items():

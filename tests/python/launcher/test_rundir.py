@@ -84,6 +84,12 @@ def test_a_directory_in_place_of_a_file_or_of_the_run_dir_is_refused(tmp_path: P
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match="exists and is not a directory"):
         rundir.write_run_dir(tmp_path / "file", {"env": "e\n"})
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="exists and is not a directory"):
+        rundir.write_run_dir(tmp_path / "dangling", {"env": "e\n"})
+    with pytest.raises(ConfigError, match="cannot create the run directory"):
+        rundir.write_run_dir(tmp_path / "file" / "run", {"env": "e\n"})
+    assert (tmp_path / "file").read_text() == "x" and not (tmp_path / "nowhere").exists()
 
 
 def test_the_run_dir_itself_may_be_a_link_the_user_made(tmp_path: Path) -> None:
