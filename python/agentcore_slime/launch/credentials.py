@@ -12,8 +12,10 @@ A flag counts as a secret by the words of its name (split at ``-`` and ``_``):
   ``--rollout-stop-token-ids``, whose value is token ids);
 - ``key`` anywhere (``--wandb-key``, ``--sglang-api-key``, ``--aws-access-key-id``), except
   slime's ``--<field>-key`` flags that name a field of the data rows (``--input-key``,
-  ``--eval-label-key``, ...);
-- ``aws`` as the first word: AWS credentials have their environment variables.
+  ``--eval-label-key``, ...).
+
+AWS credentials (``--aws-access-key-id``, ``--aws-secret-access-key``, ``--aws-session-token``)
+are covered by these words; the message points to their environment variables.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def secret_flag(word: str) -> bool:
     words = [part for part in re.split(r"[-_.]", name) if part]
     if not words:
         return False
-    if words[0] == "aws" or _SECRET_WORDS.intersection(words) or words[-1] == "token":
+    if _SECRET_WORDS.intersection(words) or words[-1] == "token":
         return True
     for at, part in enumerate(words):
         is_data_field = at == len(words) - 1 and at > 0 and words[at - 1] in _DATA_FIELDS

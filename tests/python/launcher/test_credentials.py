@@ -20,7 +20,6 @@ SECRET_FLAGS = [
     "--aws-access-key-id",
     "--aws-secret-access-key",
     "--aws-session-token",
-    "--aws-profile",
     "--db-password",
     "--client-secret",
     "--gcp-credentials",
@@ -48,6 +47,7 @@ NOT_SECRET = [
     "--eval-min-new-tokens",
     "--tokenizer-type",
     "--sglang-skip-tokenizer-init",
+    "--aws-region",
     "key",  # a value, not a flag
     "sk-secret-token",  # a value, not a flag
 ]
