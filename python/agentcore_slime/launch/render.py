@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .schema import KEYS, Kind, is_secret
-from .validate import Config, Value, global_batch_size
+from .schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
+from .validate import Config, global_batch_size
 from .variants import VARIANTS, Variant
 
 logger = logging.getLogger(__name__)
@@ -28,28 +28,6 @@ SGLANG_CUDA_GRAPH_MAX_BS = 32
 
 #: placeholders in :attr:`Rendered.slime_argv` for the flags the script computes at run time
 RUNTIME_WORDS = ("${MODEL_ARGS[@]}", "${WANDB_ARGS[@]}", "${RESUME_ARGS[@]}", "${TRAIN_ENV_ARGS[@]}")
-
-
-#: toolkit.yaml keys, in order, and the env-file key each comes from
-TOOLKIT_YAML_KEYS = (
-    ("agent_runtime_arn", "AGENT_RUNTIME_ARN"),
-    ("agent_url", "AGENT_URL"),
-    ("s3_bucket", "S3_BUCKET"),
-    ("exp_id", "EXP_ID"),
-    ("gateway_port", "GATEWAY_PORT"),
-    ("acr_timeout", "ACR_TIMEOUT"),
-    ("model_id", "MODEL_ID"),
-    ("acr_tps_limit", "ACR_TPS_LIMIT"),
-    ("max_concurrent", "MAX_CONCURRENT"),
-    ("max_pool_connections", "MAX_POOL_CONNECTIONS"),
-    ("gateway_host", "GATEWAY_HOST"),
-    ("reward_postprocessing", "REWARD_POSTPROCESSING"),
-    ("cumulative_token_mode", "CUMULATIVE_TOKEN_MODE"),
-    ("renderer_family", "RENDERER_FAMILY"),
-    ("gateway_log_level", "GATEWAY_LOG_LEVEL"),
-    ("sglang_tool_call_parser", "SGLANG_TOOL_CALL_PARSER"),
-    ("sglang_reasoning_parser", "SGLANG_REASONING_PARSER"),
-)
 
 
 @dataclass
@@ -270,10 +248,12 @@ def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
         ["--sglang-cuda-graph-max-bs", str(SGLANG_CUDA_GRAPH_MAX_BS)],
         ["--sglang-log-level", "error"],
     ]
-    if c["SGLANG_TOOL_CALL_PARSER"] is not None:
-        flags.append(["--sglang-tool-call-parser", str(c["SGLANG_TOOL_CALL_PARSER"])])
-    if c["SGLANG_REASONING_PARSER"] is not None:
-        flags.append(["--sglang-reasoning-parser", str(c["SGLANG_REASONING_PARSER"])])
+    for name, flag in (
+        ("SGLANG_TOOL_CALL_PARSER", "--sglang-tool-call-parser"),
+        ("SGLANG_REASONING_PARSER", "--sglang-reasoning-parser"),
+    ):
+        if c[name] not in (None, NONE):
+            flags.append([flag, str(c[name])])
     if c["SGLANG_CONTEXT_LENGTH"] is not None:
         flags.append(["--sglang-context-length", _num(c["SGLANG_CONTEXT_LENGTH"])])
     return flags
@@ -342,7 +322,7 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
         "log_name": chosen.script.removesuffix(".sh") + ".log",
         "job_pythonpath": f"{c['MEGATRON_DIR']}:{paths.repo / 'python'}",
         "wandb_group": c["WANDB_GROUP"] if c["WANDB_GROUP"] is not None else c["EXP_ID"],
-        "yaml_keys": [(name, c[key]) for name, key in TOOLKIT_YAML_KEYS],
+        "yaml_keys": [(key.yaml_key, c[key.name]) for key in rollout_keys()],
     }
     files = {
         chosen.script: env.get_template(chosen.template).render(context),

@@ -1,11 +1,24 @@
-"""The env-file schema of ``bin/train``: every key, its type, default and meaning.
+"""Every setting of the toolkit, declared once: env-file name, toolkit.yaml key, type, default,
+choices, one line of doc.
 
-One table drives validation (:mod:`.validate`), the resolved ``runs/<EXP_ID>/env`` file
-and the reference in docs/launcher.md, so the three cannot drift apart.
+Everything else derives from :data:`KEYS`: ``bin/train``'s validation (:mod:`.validate`), the
+resolved ``runs/<EXP_ID>/env``, the rendered ``toolkit.yaml``, the rollout's
+:class:`~agentcore_slime.config.ToolkitConfig` (:func:`~agentcore_slime.config.load_config`),
+the gateway's :meth:`~agentcore_slime.gateway.config.GatewayConfig.from_env`, and the reference
+tables in README.md, docs/launcher.md, docs/rollout.md and docs/gateway.md (tests check them).
+
+Adding a setting is one ``Key(...)`` below plus its use: ``rollout=True`` puts it into
+toolkit.yaml as ``name.lower()`` and onto ``ToolkitConfig`` (add the field there);
+``gateway="field"`` also hands it to that ``GatewayConfig`` field. Standard library only: the
+launcher runs right after ``git clone``.
 """
 
 from __future__ import annotations
 
+import math
+import re
+import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -21,19 +34,86 @@ class Kind(Enum):
     WORDS = "shell words"
 
 
+#: the choice that turns an optional feature off (the parsers): toolkit.yaml's ``null``
+#: means "the default", so "off" needs a word of its own
+NONE = "none"
+
+#: SGLang ``--tool-call-parser`` names the gateway can parse too -> the ``renderers`` tool parser
+#: it uses for chat-template models (tests keep the values in step with the installed library)
+TOOL_CALL_PARSERS: dict[str, str] = {
+    "qwen": "qwen3",  # Qwen2.5 Hermes-style <tool_call>{json}</tool_call>
+    "qwen25": "qwen3",
+    "hermes": "qwen3",
+    "qwen3_coder": "qwen3.5",  # <tool_call><function=..><parameter=..>
+    "glm45": "glm",
+    "deepseekv3": "deepseek-v3",
+}
+#: SGLang ``--reasoning-parser`` names the gateway can parse too -> ``renderers`` reasoning parser
+REASONING_PARSERS: dict[str, str] = {
+    "qwen3": "think",
+    "qwen3-thinking": "think",
+    "deepseek-r1": "think",
+    "glm45": "think",
+    "kimi": "think",
+}
+#: renderer families of the pinned ``renderers`` (0.1.12): ``auto`` = infer from MODEL_DIR,
+#: ``default`` = the model's own chat template (a test compares this with the installed library)
+RENDERER_FAMILIES: tuple[str, ...] = (
+    "auto",
+    "default",
+    "deepseek-r1",
+    "deepseek-v3",
+    "deepseek-v4",
+    "gemma4",
+    "glm-4.5",
+    "glm-5",
+    "glm-5.1",
+    "glm-5.3",
+    "gpt-oss",
+    "hy3",
+    "inkling",
+    "kimi-k2",
+    "kimi-k2.5",
+    "laguna-m.1",
+    "laguna-s-2.1",
+    "laguna-xs-2.1",
+    "laguna-xs.2",
+    "llama-3",
+    "minimax-m2",
+    "nemotron-3",
+    "nemotron-3-ultra",
+    "nemotron-3.5",
+    "prime-qwen3",
+    "qwen3",
+    "qwen3-vl",
+    "qwen3.5",
+    "qwen3.6",
+    "qwen3.8",
+)
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+#: episode reward post-processing (rewards.py): ``grpo`` = what slime's own reward
+#: normalization computes for the run's --advantage-estimator, per episode; ``identity`` = raw
+REWARD_MODES = ("grpo", "identity")
+
+
 @dataclass(frozen=True)
 class Key:
-    """One env-file key.
+    """One setting.
 
-    :param name: the key as written in the env file (uppercase, unprefixed).
+    :param name: the key as written in the env file (uppercase, unprefixed); also the
+        environment variable the rollout and the gateway fall back to outside bin/train.
     :param kind: how its value is parsed.
-    :param default: the default as env-file text; ``None`` = unset (or computed, see ``note``).
-    :param help: one line for the reference table.
+    :param default: the default as env-file text; ``None`` = unset (or derived, see below).
+    :param help: one line for the reference tables.
     :param required: the env file must set it.
     :param minimum: smallest allowed number (ints and floats).
     :param exclusive_min: ``minimum`` itself is not allowed.
     :param maximum: largest allowed number.
     :param choices: the allowed values of a string.
+    :param rollout: toolkit.yaml carries it to the rollout as :attr:`yaml_key`.
+    :param gateway: the ``GatewayConfig`` field it sets ("" = the gateway does not read it).
+    :param default_from: unset = the value of this other key.
+    :param shown_default: the default column of the reference when it is computed at run time.
     """
 
     name: str
@@ -45,22 +125,43 @@ class Key:
     exclusive_min: bool = False
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+    rollout: bool = False
+    gateway: str = ""
+    default_from: str = ""
+    shown_default: str = ""
+
+    @property
+    def yaml_key(self) -> str:
+        """The toolkit.yaml key (and attribute of slime's args) of a rollout setting."""
+        return self.name.lower()
 
 
-def _pos_int(name: str, default: str | None, help: str) -> Key:
-    return Key(name, Kind.INT, default, help, minimum=1)
+def _pos_int(name: str, default: str | None, help: str, **more: object) -> Key:
+    return Key(name, Kind.INT, default, help, minimum=1, **more)  # type: ignore[arg-type]
 
 
-def _pos_float(name: str, default: str | None, help: str) -> Key:
-    return Key(name, Kind.FLOAT, default, help, minimum=0, exclusive_min=True)
+def _pos_float(name: str, default: str | None, help: str, **more: object) -> Key:
+    return Key(name, Kind.FLOAT, default, help, minimum=0, exclusive_min=True, **more)  # type: ignore[arg-type]
 
 
 KEYS: tuple[Key, ...] = (
     # --- experiment (required) ---
-    Key("EXP_ID", Kind.STR, None, "experiment name: runs/<EXP_ID>/ and the S3 key prefix", required=True),
-    Key("S3_BUCKET", Kind.STR, None, "bucket the agent writes its results to", required=True),
     Key(
-        "MODEL_DIR", Kind.PATH, None, "local HF model directory (--hf-checkpoint, --ref-load)", required=True
+        "EXP_ID",
+        Kind.STR,
+        None,
+        "experiment name: runs/<EXP_ID>/ and the S3 key prefix",
+        required=True,
+        rollout=True,
+    ),
+    Key("S3_BUCKET", Kind.STR, None, "bucket the agent writes its results to", required=True, rollout=True),
+    Key(
+        "MODEL_DIR",
+        Kind.PATH,
+        None,
+        "local HF model directory (--hf-checkpoint, --ref-load)",
+        required=True,
+        gateway="model_dir",
     ),
     Key(
         "DATA_PATH",
@@ -76,42 +177,124 @@ KEYS: tuple[Key, ...] = (
         "slime model script name: $SLIME_DIR/scripts/models/<MODEL_TYPE>.sh",
         required=True,
     ),
-    Key("AGENT_RUNTIME_ARN", Kind.STR, None, "the deployed ACR agent (exactly one of this and AGENT_URL)"),
-    Key("AGENT_URL", Kind.STR, None, "a locally running agent container, for debugging without ACR"),
+    Key(
+        "AGENT_RUNTIME_ARN",
+        Kind.STR,
+        None,
+        "the deployed ACR agent (exactly one of this and AGENT_URL)",
+        rollout=True,
+        shown_default="one of the two is required",
+    ),
+    Key(
+        "AGENT_URL",
+        Kind.STR,
+        None,
+        "a locally running agent container, for debugging without ACR",
+        rollout=True,
+        shown_default="one of the two is required",
+    ),
     # --- cluster ---
     _pos_int("NUM_GPUS", "8", "GPUs on this node (Ray head, actor GPUs per node)"),
     _pos_int("TP_SIZE", "2", "Megatron tensor-parallel size; must divide NUM_GPUS"),
     _pos_int("ROLLOUT_GPUS_PER_ENGINE", "2", "GPUs per SGLang engine; must divide NUM_GPUS"),
-    _pos_int("ROLLOUT_NUM_GPUS", None, "--variant async only: GPUs for SGLang (default: NUM_GPUS / 2)"),
+    _pos_int(
+        "ROLLOUT_NUM_GPUS",
+        None,
+        "--variant async only: GPUs for SGLang (default: NUM_GPUS / 2)",
+        shown_default="`NUM_GPUS / 2`",
+    ),
     Key("SLIME_DIR", Kind.PATH, "/root/slime", "slime checkout (train.py, scripts/models/)"),
     Key("MEGATRON_DIR", Kind.PATH, "/root/Megatron-LM", "Megatron-LM checkout (put on PYTHONPATH)"),
     Key("CUDA_HOME", Kind.PATH, None, "pin this CUDA toolkit (unset = inherit the environment)"),
     # --- toolkit / ACR (toolkit.yaml) ---
-    Key("MODEL_ID", Kind.STR, "default", "model name the agents send to the gateway"),
-    _pos_int("ACR_TIMEOUT", "900", "seconds an episode may take before it counts as failed"),
-    _pos_int("ACR_TPS_LIMIT", "25", "ACR invocations per second (service quota)"),
-    _pos_int("MAX_CONCURRENT", "100", "concurrent agent sessions"),
-    _pos_int("MAX_POOL_CONNECTIONS", None, "boto3 connection pool size (default: MAX_CONCURRENT)"),
-    Key("GATEWAY_HOST", Kind.STR, None, "gateway bind address (unset = an address agents can reach)"),
-    Key("GATEWAY_PORT", Kind.INT, "9090", "gateway port (0 = any free port)", minimum=0, maximum=65535),
+    Key("MODEL_ID", Kind.STR, "default", "model name the agents send to the gateway", rollout=True, gateway="model_id"),
+    _pos_int("ACR_TIMEOUT", "900", "seconds an episode may take before it counts as failed", rollout=True),
+    _pos_int("ACR_TPS_LIMIT", "25", "ACR invocations per second (service quota)", rollout=True),
+    _pos_int("MAX_CONCURRENT", "100", "concurrent agent sessions", rollout=True),
+    _pos_int(
+        "MAX_POOL_CONNECTIONS",
+        None,
+        "boto3 connection pool size and I/O threads (default: MAX_CONCURRENT)",
+        rollout=True,
+        default_from="MAX_CONCURRENT",
+    ),
+    Key(
+        "GATEWAY_HOST",
+        Kind.STR,
+        None,
+        "gateway bind address (unset = an address agents can reach)",
+        rollout=True,
+        gateway="host",
+        shown_default="chosen at run time",
+    ),
+    Key(
+        "GATEWAY_PORT",
+        Kind.INT,
+        "9090",
+        "gateway port (0 = any free port)",
+        minimum=0,
+        maximum=65535,
+        rollout=True,
+        gateway="port",
+    ),
     Key(
         "REWARD_POSTPROCESSING",
         Kind.STR,
         "grpo",
-        "episode reward normalization",
-        choices=("grpo", "identity"),
+        "episode reward normalization: grpo = slime's for --advantage-estimator, per episode",
+        choices=REWARD_MODES,
+        rollout=True,
     ),
-    Key("SGLANG_TOOL_CALL_PARSER", Kind.STR, "qwen", "SGLang/gateway tool-call parser (empty = none)"),
-    Key("SGLANG_REASONING_PARSER", Kind.STR, None, "SGLang/gateway reasoning parser (unset = none)"),
+    Key(
+        "SGLANG_TOOL_CALL_PARSER",
+        Kind.STR,
+        "qwen",
+        "SGLang/gateway tool-call parser (none = off)",
+        choices=(*TOOL_CALL_PARSERS, NONE),
+        rollout=True,
+        gateway="tool_call_parser",
+    ),
+    Key(
+        "SGLANG_REASONING_PARSER",
+        Kind.STR,
+        None,
+        "SGLang/gateway reasoning parser (unset or none = off)",
+        choices=(*REASONING_PARSERS, NONE),
+        rollout=True,
+        gateway="reasoning_parser",
+    ),
     _pos_int("SGLANG_DATA_PARALLEL_SIZE", "1", "SGLang data-parallel size (--sglang-data-parallel-size)"),
-    Key("CUMULATIVE_TOKEN_MODE", Kind.BOOL, "false", "gateway keeps one growing token sequence per session"),
-    Key("RENDERER_FAMILY", Kind.STR, "auto", "chat renderer family (auto = infer from MODEL_DIR)"),
+    Key(
+        "CUMULATIVE_TOKEN_MODE",
+        Kind.BOOL,
+        "false",
+        "gateway keeps one growing token sequence per session",
+        rollout=True,
+        gateway="cumulative_token_mode",
+    ),
+    Key(
+        "RENDERER_FAMILY",
+        Kind.STR,
+        "auto",
+        "chat renderer family (auto = infer from MODEL_DIR, default = the chat template)",
+        choices=RENDERER_FAMILIES,
+        rollout=True,
+        gateway="renderer_family",
+    ),
     Key(
         "GATEWAY_LOG_LEVEL",
         Kind.STR,
         "warning",
         "gateway log level",
-        choices=("debug", "info", "warning", "error", "critical"),
+        choices=LOG_LEVELS,
+        rollout=True,
+        gateway="log_level",
+    ),
+    _pos_float(
+        "RESULT_POLL_INTERVAL",
+        "0.25",
+        "seconds between two S3 LISTs of a step's result prefix",
+        rollout=True,
     ),
     # --- rollout and training hyperparameters ---
     _pos_int("ROLLOUT_BATCH_SIZE", "32", "prompts per rollout"),
@@ -132,20 +315,31 @@ KEYS: tuple[Key, ...] = (
         exclusive_min=True,
         maximum=1,
     ),
-    _pos_int("SGLANG_CONTEXT_LENGTH", None, "SGLang context length (unset = the model's)"),
+    _pos_int("SGLANG_CONTEXT_LENGTH", None, "SGLang context length (unset = the model's)", gateway="context_length"),
     _pos_int("MAX_TOKENS_PER_GPU", "9216", "dynamic batch size: tokens per GPU per micro-batch"),
     _pos_int("NUM_ROLLOUT", "1", "training steps (rollouts); 1 = smoke test"),
     Key("WANDB_PROJECT", Kind.STR, None, "wandb project (wandb is on only when WANDB_API_KEY is exported)"),
-    Key("WANDB_GROUP", Kind.STR, None, "wandb group (default: EXP_ID)"),
+    Key("WANDB_GROUP", Kind.STR, None, "wandb group (default: EXP_ID)", default_from="EXP_ID"),
     Key("EXTRA_FLAGS", Kind.WORDS, None, "more slime/Megatron/SGLang flags, shell words, appended last"),
     # --- evaluation ---
     Key("VAL_DATA_PATH", Kind.PATH, None, "validation JSONL (unset = no evaluation)"),
     _pos_int("EVAL_INTERVAL", "10", "evaluate every N rollouts"),
     _pos_int("N_SAMPLES_PER_EVAL_PROMPT", "1", "episodes per validation prompt"),
     Key("EVAL_TEMPERATURE", Kind.FLOAT, "0.0", "eval sampling temperature", minimum=0),
-    _pos_int("EVAL_MAX_RESPONSE_LEN", None, "eval max new tokens (default: ROLLOUT_MAX_RESPONSE_LEN)"),
+    _pos_int(
+        "EVAL_MAX_RESPONSE_LEN",
+        None,
+        "eval max new tokens (default: ROLLOUT_MAX_RESPONSE_LEN)",
+        default_from="ROLLOUT_MAX_RESPONSE_LEN",
+    ),
     # --- checkpoints ---
-    Key("SAVE_DIR", Kind.PATH, None, "Megatron checkpoints; a rerun resumes from the latest one here"),
+    Key(
+        "SAVE_DIR",
+        Kind.PATH,
+        None,
+        "Megatron checkpoints; a rerun resumes from the latest one here",
+        shown_default="`runs/<EXP_ID>/checkpoints`",
+    ),
     _pos_int("SAVE_INTERVAL", "100", "save every N rollouts (and after the last one)"),
     Key("SAVE_HF", Kind.BOOL, "false", "also write HF checkpoints to SAVE_DIR/hf/{rollout_id}"),
 )
@@ -165,35 +359,221 @@ def is_secret(name: str) -> bool:
     return name in SECRET_NAMES or name.startswith("AWS_")
 
 
-#: defaults that are computed from other keys or at run time, as the reference shows them
-_SHOWN_DEFAULTS = {
-    "AGENT_RUNTIME_ARN": "one of the two is required",
-    "AGENT_URL": "one of the two is required",
-    "MAX_POOL_CONNECTIONS": "`MAX_CONCURRENT`",
-    "EVAL_MAX_RESPONSE_LEN": "`ROLLOUT_MAX_RESPONSE_LEN`",
-    "SAVE_DIR": "`runs/<EXP_ID>/checkpoints`",
-    "WANDB_GROUP": "`EXP_ID`",
-    "GATEWAY_HOST": "chosen at run time",
-    "ROLLOUT_NUM_GPUS": "`NUM_GPUS / 2`",
+#: the one boolean vocabulary, for env files, toolkit.yaml text and environment fallbacks
+TRUE_WORDS, FALSE_WORDS = ("true", "1"), ("false", "0")
+
+Value = str | int | float | bool | list[str] | None
+
+
+def rollout_keys() -> tuple[Key, ...]:
+    """The settings toolkit.yaml carries to the rollout, in declaration order."""
+    return tuple(key for key in KEYS if key.rollout)
+
+
+def gateway_keys() -> tuple[Key, ...]:
+    """The settings the gateway reads (its ``GatewayConfig`` field is ``key.gateway``)."""
+    return tuple(key for key in KEYS if key.gateway)
+
+
+def parse_text(key: Key, text: str) -> Value:
+    """Convert one value written as text (env file, --set, environment variable).
+
+    Empty text means unset: the declared default (``None`` when there is none, or when it is
+    derived from another key, see :attr:`Key.default_from`).
+
+    :param key: the setting.
+    :param text: the text as written.
+    :raises ValueError: what is wrong, followed by what is expected (:func:`expected`).
+    """
+    text = text.strip() if key.kind is not Kind.WORDS else text
+    if text == "" and key.default is not None:
+        text = key.default
+    if text.strip() == "":
+        return None
+    value = _CONVERTERS[key.kind](text)
+    check_value(key, value)
+    return value
+
+
+def parse_typed(key: Key, value: object) -> Value:
+    """Convert a value that may already be typed (a toolkit.yaml scalar), or text.
+
+    ``None`` means unset, like empty text.
+
+    :param key: the setting.
+    :param value: the YAML value (``None``, bool, int, float or str).
+    :raises ValueError: what is wrong (the value's type or range).
+    """
+    if value is None:
+        return parse_text(key, "")
+    if isinstance(value, str):
+        return parse_text(key, value)
+    typed: Value
+    if key.kind is Kind.BOOL and isinstance(value, bool):
+        typed = value
+    elif key.kind is Kind.INT and isinstance(value, int) and not isinstance(value, bool):
+        typed = value
+    elif key.kind is Kind.FLOAT and isinstance(value, int | float) and not isinstance(value, bool):
+        typed = float(value)
+    else:
+        raise ValueError(f"a {type(value).__name__} is not {_article(key)}")
+    check_value(key, typed)
+    return typed
+
+
+def check_value(key: Key, value: Value) -> None:
+    """Check a converted value against the key's range and choices.
+
+    :raises ValueError: out of range or not one of the choices.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = key.minimum, key.maximum
+        too_low = low is not None and (value <= low if key.exclusive_min else value < low)
+        if too_low or (high is not None and value > high):
+            raise ValueError("out of range")
+    if key.choices and value not in key.choices:
+        raise ValueError("not allowed")
+
+
+def expected(key: Key) -> str:
+    """What a valid value of ``key`` looks like (the "how to fix it" of an error).
+
+    :param key: the setting.
+    """
+    if key.choices:
+        return f"{key.name} must be one of: {', '.join(key.choices)}"
+    if key.kind is Kind.BOOL:
+        return f"{key.name} must be {', '.join(TRUE_WORDS[:1] + FALSE_WORDS[:1] + TRUE_WORDS[1:] + FALSE_WORDS[1:])}"
+    if key.kind is Kind.WORDS:
+        return f"{key.name} is split like shell words: balance its quotes"
+    if key.kind in (Kind.STR, Kind.PATH):
+        return f"{key.name} must be a string"
+    return f"{key.name} must be {_article(key)}{_bounds(key)}"
+
+
+def _article(key: Key) -> str:
+    return {Kind.INT: "an integer", Kind.FLOAT: "a number", Kind.BOOL: "a boolean"}.get(key.kind, "a string")
+
+
+def _bounds(key: Key) -> str:
+    parts = []
+    if key.minimum is not None:
+        parts.append(f"{'>' if key.exclusive_min else '>='} {key.minimum:g}")
+    if key.maximum is not None:
+        parts.append(f"<= {key.maximum:g}")
+    return " " + " and ".join(parts) if parts else ""
+
+
+def _to_int(text: str) -> int:
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise ValueError("not an integer")
+    return int(text)
+
+
+def _to_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("not a number") from None
+    if not math.isfinite(value):
+        raise ValueError("not a finite number")
+    return value
+
+
+def _to_bool(text: str) -> bool:
+    if text.lower() in TRUE_WORDS:
+        return True
+    if text.lower() in FALSE_WORDS:
+        return False
+    raise ValueError("not a boolean")
+
+
+_CONVERTERS: dict[Kind, Callable[[str], Value]] = {
+    Kind.STR: str,
+    Kind.PATH: str,
+    Kind.INT: _to_int,
+    Kind.FLOAT: _to_float,
+    Kind.BOOL: _to_bool,
+    Kind.WORDS: shlex.split,
 }
 
 
+def shown_default(key: Key) -> str:
+    """The default as the reference tables show it (Markdown).
+
+    :param key: the setting.
+    """
+    if key.shown_default:
+        return key.shown_default
+    if key.default_from:
+        return f"`{key.default_from}`"
+    if key.required:
+        return "**required**"
+    return "unset" if key.default is None else f"`{key.default}`"
+
+
+def _choices_text(key: Key) -> str:
+    if len(key.choices) > 10:
+        return f"{key.kind.value}: one of {len(key.choices)} names (docs/gateway.md)"
+    return " \\| ".join(key.choices)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/")
+
+
 def reference_table() -> str:
-    """The env-file reference as a Markdown table (docs/launcher.md embeds it verbatim)."""
+    """The env-file reference as a Markdown table (README.md and docs/launcher.md embed it)."""
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key in KEYS:
-        if key.name in _SHOWN_DEFAULTS:
-            shown = _SHOWN_DEFAULTS[key.name]
-        elif key.required:
-            shown = "**required**"
-        elif key.default is None:
-            shown = "unset"
-        else:
-            shown = f"`{key.default}`"
-        kind = " \\| ".join(key.choices) if key.choices else key.kind.value
-        lines.append(f"| `{key.name}` | {kind} | {shown} | {key.help.replace('|', '/')} |")
+        kind = _choices_text(key) if key.choices else key.kind.value
+        lines.append(f"| `{key.name}` | {kind} | {shown_default(key)} | {_cell(key.help)} |")
     return "\n".join(lines) + "\n"
 
 
+def rollout_table() -> str:
+    """The toolkit.yaml reference as a Markdown table (docs/rollout.md embeds it)."""
+    lines = ["| toolkit.yaml key | env fallback | default | meaning |", "|---|---|---|---|"]
+    for key in rollout_keys():
+        default = shown_default(key).replace(f"`{key.default_from}`", f"`{key.default_from.lower()}`")
+        lines.append(f"| `{key.yaml_key}` | `{key.name}` | {default} | {_cell(key.help)} |")
+    return "\n".join(lines) + "\n"
+
+
+def gateway_table() -> str:
+    """The gateway settings as a Markdown table (docs/gateway.md embeds it)."""
+    lines = ["| `GatewayConfig` field | toolkit.yaml key / env | default | meaning |", "|---|---|---|---|"]
+    for key in gateway_keys():
+        source = f"`{key.yaml_key}` / `{key.name}`" if key.rollout else f"slime flag / `{key.name}`"
+        lines.append(f"| `{key.gateway}` | {source} | {shown_default(key)} | {_cell(key.help)} |")
+    return "\n".join(lines) + "\n"
+
+
+def family_list() -> str:
+    """The renderer families, tool-call and reasoning parsers as Markdown (docs/gateway.md)."""
+    return (
+        f"- `RENDERER_FAMILY`: {', '.join(f'`{name}`' for name in RENDERER_FAMILIES)}\n"
+        f"- `SGLANG_TOOL_CALL_PARSER`: {', '.join(f'`{name}`' for name in (*TOOL_CALL_PARSERS, NONE))}\n"
+        f"- `SGLANG_REASONING_PARSER`: {', '.join(f'`{name}`' for name in (*REASONING_PARSERS, NONE))}\n"
+    )
+
+
+#: generated blocks in the docs: marker name -> table function
+GENERATED = {"env": reference_table, "rollout": rollout_table, "gateway": gateway_table, "names": family_list}
+
+
+def generated_block(name: str) -> str:
+    """One generated block as the docs embed it, between its two marker lines.
+
+    :param name: a key of :data:`GENERATED`.
+    """
+    return (
+        f"<!-- generated: PYTHONPATH=python python3 -m agentcore_slime.launch.schema {name} "
+        "(tests check it) -->\n" + GENERATED[name]() + "<!-- end generated -->\n"
+    )
+
+
 if __name__ == "__main__":
-    print(reference_table(), end="")
+    import sys
+
+    print(GENERATED[sys.argv[1] if len(sys.argv) > 1 else "env"](), end="")

@@ -11,21 +11,18 @@ import ipaddress
 import logging
 import math
 import re
-import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlparse
 
 from .credentials import refuse_secret_flags
 from .envfile import EnvEntry
 from .errors import ConfigError, raise_all
-from .schema import KEYS, KEYS_BY_NAME, Key, Kind, is_secret
+from .schema import KEYS, KEYS_BY_NAME, Key, Kind, Value, expected, is_secret, parse_text
 from .variants import Variant
 
 logger = logging.getLogger(__name__)
-
-Value = str | int | float | bool | list[str] | None
 
 _EXP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -35,7 +32,6 @@ _ARN = re.compile(
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
 _BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
-_TRUE, _FALSE = ("true", "1"), ("false", "0")
 
 
 @dataclass
@@ -150,93 +146,24 @@ def _check_name(name: str, where: str) -> None:
 
 def _convert(key: Key, text: str, where: str) -> Value:
     """Convert one value; empty text means unset (then the schema default applies)."""
-    text = text.strip() if key.kind is not Kind.WORDS else text
-    if text == "" and key.default is not None:
+    if not text.strip() and key.default is not None:
         text, where = key.default, "default"
-    if text.strip() == "":
-        return None
     try:
-        value = _CONVERTERS[key.kind](text)
+        return parse_text(key, text)
     except ValueError as exc:
-        raise ConfigError(f"{key.name}={text!r} ({where}): {exc}", _expected(key)) from exc
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        _check_range(key, value, where)
-    if key.choices and value not in key.choices:
-        raise ConfigError(f"{key.name}={text!r} ({where}) is not allowed", _expected(key))
-    return value
-
-
-def _to_int(text: str) -> int:
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise ValueError("not an integer")
-    return int(text)
-
-
-def _to_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("not a number") from None
-    if not math.isfinite(value):
-        raise ValueError("not a finite number")
-    return value
-
-
-def _to_bool(text: str) -> bool:
-    if text.lower() in _TRUE:
-        return True
-    if text.lower() in _FALSE:
-        return False
-    raise ValueError("not a boolean")
-
-
-def _to_words(text: str) -> list[str]:
-    return shlex.split(text)
-
-
-_CONVERTERS: dict[Kind, Callable[[str], Value]] = {
-    Kind.STR: str,
-    Kind.PATH: str,
-    Kind.INT: _to_int,
-    Kind.FLOAT: _to_float,
-    Kind.BOOL: _to_bool,
-    Kind.WORDS: _to_words,
-}
-
-
-def _expected(key: Key) -> str:
-    if key.choices:
-        return f"{key.name} must be one of: {', '.join(key.choices)}"
-    if key.kind is Kind.BOOL:
-        return f"{key.name} must be true, false, 1 or 0"
-    if key.kind is Kind.WORDS:
-        return f"{key.name} is split like shell words: balance its quotes"
-    bounds = _bounds(key)
-    return f"{key.name} must be {'an integer' if key.kind is Kind.INT else 'a number'}{bounds}"
-
-
-def _bounds(key: Key) -> str:
-    parts = []
-    if key.minimum is not None:
-        parts.append(f"{'>' if key.exclusive_min else '>='} {key.minimum:g}")
-    if key.maximum is not None:
-        parts.append(f"<= {key.maximum:g}")
-    return " " + " and ".join(parts) if parts else ""
-
-
-def _check_range(key: Key, value: float, where: str) -> None:
-    low, high = key.minimum, key.maximum
-    too_low = low is not None and (value <= low if key.exclusive_min else value < low)
-    if too_low or (high is not None and value > high):
-        raise ConfigError(f"{key.name}={value:g} ({where}) is out of range", _expected(key))
+        shown = text if key.kind is Kind.WORDS else text.strip()
+        if str(exc) in ("out of range", "not allowed"):  # the value parsed: show it as a number
+            value = parse_text(replace(key, minimum=None, maximum=None, choices=()), text)
+            shown_value = f"{value:g}" if isinstance(value, int | float) else repr(shown)
+            raise ConfigError(f"{key.name}={shown_value} ({where}) is {exc}", expected(key)) from exc
+        raise ConfigError(f"{key.name}={shown!r} ({where}): {exc}", expected(key)) from exc
 
 
 def _apply_defaults(values: dict[str, Value], runs_dir: Path) -> None:
     """Fill the defaults that depend on other keys, and make paths absolute."""
-    if values["MAX_POOL_CONNECTIONS"] is None:
-        values["MAX_POOL_CONNECTIONS"] = values["MAX_CONCURRENT"]
-    if values["EVAL_MAX_RESPONSE_LEN"] is None:
-        values["EVAL_MAX_RESPONSE_LEN"] = values["ROLLOUT_MAX_RESPONSE_LEN"]
+    for key in KEYS:
+        if key.default_from and values[key.name] is None:
+            values[key.name] = values[key.default_from]
     if values["SAVE_DIR"] is None:
         _check_exp_id(str(values["EXP_ID"]))
         values["SAVE_DIR"] = str(runs_dir / str(values["EXP_ID"]) / "checkpoints")

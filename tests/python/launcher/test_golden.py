@@ -8,7 +8,10 @@ where the checkout lives. After an intended change, regenerate them with
 
     TOOLKIT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/python/launcher/test_golden.py
 
-and review the diff (git diff tests/fixtures/golden/).
+and review the diff (git diff tests/fixtures/golden/). The goldens leave out the library
+block (each templates/lib/*.sh, included verbatim and tested on its own by
+:func:`test_every_lib_file_is_included_verbatim` and the bats tests): a one-line marker stands
+in for each file, so a library change does not rewrite every golden.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 from agentcore_slime.launch.envfile import read_env_file
-from agentcore_slime.launch.render import TOOLKIT_YAML_KEYS, Rendered, RunPaths, render
+from agentcore_slime.launch.render import Rendered, RunPaths, render
+from agentcore_slime.launch.schema import rollout_keys
 from agentcore_slime.launch.validate import check_variant, resolve
 from agentcore_slime.launch.variants import VARIANTS
 
@@ -49,6 +53,16 @@ def _render(env_file: Path, cli_flags: list[str] | None = None, variant: str = "
     return render(config, paths, variant, cli_flags or [], REPO / "templates")
 
 
+def without_libraries(script: str) -> str:
+    """``script`` with each verbatim templates/lib/*.sh replaced by a one-line marker.
+
+    :param script: a rendered script.
+    """
+    for lib in sorted((REPO / "templates" / "lib").glob("*.sh")):
+        script = script.replace(lib.read_text(), f"# (templates/lib/{lib.name}, included verbatim)\n")
+    return script
+
+
 def _shellcheck() -> str:
     found = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
     if not Path(found).exists():
@@ -68,10 +82,11 @@ def test_render_matches_golden(case: tuple[Path, str]) -> None:
     outputs = [(script, SUFFIX[variant])] + ([("toolkit.yaml", ".toolkit.yaml")] if variant == "sync" else [])
     for name, suffix in outputs:
         golden = GOLDEN / f"{env_file.stem}{suffix}"
+        text = without_libraries(rendered.files[name])
         if os.environ.get("TOOLKIT_UPDATE_GOLDEN"):
-            golden.write_text(rendered.files[name], encoding="utf-8")
+            golden.write_text(text, encoding="utf-8")
         assert golden.exists(), f"no golden {golden}: run with TOOLKIT_UPDATE_GOLDEN=1"
-        assert rendered.files[name] == golden.read_text(encoding="utf-8"), (
+        assert text == golden.read_text(encoding="utf-8"), (
             f"{name} of {env_file.name} differs from {golden.name}; if intended, regenerate "
             "(see this module's docstring)"
         )
@@ -93,8 +108,8 @@ def test_render_passes_bash_n_and_shellcheck(case: tuple[Path, str], tmp_path: P
 def test_toolkit_yaml_round_trips_typed(env_file: Path) -> None:
     config = resolve(read_env_file(env_file), {}, env_file, FIXED_RUNS)
     loaded = yaml.safe_load(_render(env_file).files["toolkit.yaml"])
-    assert list(loaded) == [name for name, _ in TOOLKIT_YAML_KEYS]
-    assert loaded == {name: config[key] for name, key in TOOLKIT_YAML_KEYS}
+    assert list(loaded) == [key.yaml_key for key in rollout_keys()]
+    assert loaded == {key.yaml_key: config[key.name] for key in rollout_keys()}
 
 
 def test_variants_differ_where_they_should() -> None:

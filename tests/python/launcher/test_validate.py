@@ -10,7 +10,7 @@ import pytest
 from agentcore_slime.launch.envfile import read_env_file
 from agentcore_slime.launch.errors import ConfigError
 from agentcore_slime.launch.render import env_text
-from agentcore_slime.launch.schema import KEYS, KEYS_BY_NAME, Kind
+from agentcore_slime.launch.schema import KEYS, KEYS_BY_NAME, Kind, parse_text
 from agentcore_slime.launch.validate import missing_paths, parse_overrides, resolve
 from dotenv import dotenv_values
 
@@ -174,9 +174,13 @@ def test_schema_is_consistent() -> None:
     for key in KEYS:
         assert key.name.isupper() and key.help
         if key.choices:
-            assert key.kind is Kind.STR and key.default in key.choices
+            assert key.kind is Kind.STR and key.default in (*key.choices, None)
         if key.required:
             assert key.default is None
+        if key.default is not None:
+            assert parse_text(key, key.default) is not None  # every declared default is valid
+        if key.default_from:
+            assert key.default is None and KEYS_BY_NAME[key.default_from].kind is key.kind
 
 
 def test_docs_reference_table_is_current() -> None:
