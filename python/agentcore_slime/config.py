@@ -4,76 +4,87 @@
 ``--custom-config-path``; slime sets each top-level key as an attribute of ``args``.
 For development (running the rollout outside ``bin/train``), a key that is missing or
 ``null`` falls back to the environment variable of the same name in upper case
-(``AGENT_URL``, ``S3_BUCKET``, ...), then to the default below.
+(``AGENT_URL``, ``S3_BUCKET``, ...), then to the declared default.
 
-:func:`load_config` validates everything at once and raises one :class:`ConfigError`
-that lists every bad key, what is wrong, and where to set it.
+Every key, its type, default and choices are declared once in
+:mod:`agentcore_slime.launch.schema` (the ``Key(...)`` entries with ``rollout=True``);
+:class:`ToolkitConfig` has one field per such key. :func:`load_config` validates
+everything at once, at the rollout's first call, and raises one
+:class:`~agentcore_slime.errors.ConfigError` that lists every unknown key (naming the
+closest known one) and every bad value, what is wrong, and where to set it.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from agentcore_slime.errors import ConfigError, raise_all
+from agentcore_slime.launch.checks import check_agent, check_bucket, check_exp_id
+from agentcore_slime.launch.schema import (
+    KEYS_BY_NAME,
+    NONE,
+    Key,
+    Value,
+    expected,
+    parse_typed,
+    rollout_keys,
+)
+
+__all__ = ["ConfigError", "ToolkitConfig", "check_slime_args", "load_config"]
 
 ARN_RE = re.compile(
     r"^arn:aws[a-z-]*:bedrock-agentcore:(?P<region>[a-z0-9-]+):\d{12}:runtime/[A-Za-z0-9_.-]+$"
 )
-BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-REWARD_MODES = ("grpo", "identity")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-class ConfigError(ValueError):
-    """A missing or invalid rollout setting; the message says which key and where to fix it."""
 
 
 @dataclass(frozen=True)
 class ToolkitConfig:
-    """Validated rollout settings (the keys of toolkit.yaml).
+    """Validated rollout settings: one field per toolkit.yaml key (see the schema for each).
 
+    :param exp_id: experiment id: the first part of every result key.
+    :param s3_bucket: bucket the agents write results to.
     :param agent_runtime_arn: the ACR runtime to invoke (exclusive with ``agent_url``).
     :param agent_url: a locally running agent's root URL (exclusive with the ARN).
-    :param s3_bucket: bucket the agents write results to.
-    :param exp_id: experiment id: the first part of every result key.
-    :param gateway_port: port of the trace-capturing gateway (0 = any free port).
-    :param gateway_host: address agents use to reach the gateway (None = slime's router ip).
-    :param acr_timeout: seconds an episode may take, from invoke to result.
     :param model_id: the model name agents send to the gateway.
+    :param acr_timeout: seconds an episode may take, from invoke to result.
     :param acr_tps_limit: new ACR calls per second (invoke and stop share it).
     :param max_concurrent: episodes in flight at once, across all groups.
     :param max_pool_connections: boto3 connection pool size (and worker threads).
+    :param gateway_host: address agents use to reach the gateway (None = slime's router ip).
+    :param gateway_port: port of the trace-capturing gateway (0 = any free port).
     :param reward_postprocessing: ``grpo`` or ``identity`` (see rewards.py).
-    :param cumulative_token_mode: gateway builds prompts by extending the previous call.
-    :param renderer_family: ``auto`` or a ``renderers`` family name.
-    :param gateway_log_level: the gateway's log level.
     :param sglang_tool_call_parser: tool-call parser the gateway uses (None = off).
     :param sglang_reasoning_parser: reasoning parser the gateway uses (None = off).
+    :param cumulative_token_mode: gateway builds prompts by extending the previous call.
+    :param renderer_family: ``auto``, ``default`` or a ``renderers`` family name.
+    :param gateway_log_level: the gateway's log level.
     :param result_poll_interval: seconds between two S3 LISTs of a step's result prefix.
     :param source: where the settings came from (named in error messages).
     """
 
+    exp_id: str
+    s3_bucket: str
     agent_runtime_arn: str | None
     agent_url: str | None
-    s3_bucket: str
-    exp_id: str
-    gateway_port: int = 9090
-    gateway_host: str | None = None
-    acr_timeout: float = 900.0
-    model_id: str = "default"
-    acr_tps_limit: float = 25.0
-    max_concurrent: int = 100
-    max_pool_connections: int = 116
-    reward_postprocessing: str = "grpo"
-    cumulative_token_mode: bool = False
-    renderer_family: str = "auto"
-    gateway_log_level: str = "warning"
-    sglang_tool_call_parser: str | None = "qwen"
-    sglang_reasoning_parser: str | None = None
-    result_poll_interval: float = 0.25
+    model_id: str
+    acr_timeout: float
+    acr_tps_limit: float
+    max_concurrent: int
+    max_pool_connections: int
+    gateway_host: str | None
+    gateway_port: int
+    reward_postprocessing: str
+    sglang_tool_call_parser: str | None
+    sglang_reasoning_parser: str | None
+    cumulative_token_mode: bool
+    renderer_family: str
+    gateway_log_level: str
+    result_poll_interval: float
     source: str = "toolkit.yaml"
 
     @property
@@ -85,170 +96,121 @@ class ToolkitConfig:
         return match.group("region") if match else None
 
 
-class _Reader:
-    """Reads keys from args, then the environment, collecting problems."""
-
-    def __init__(self, args: Any, source: str) -> None:
-        self.args = args
-        self.source = source
-        self.problems: list[str] = []
-
-    def raw(self, key: str) -> tuple[Any, str]:
-        value = getattr(self.args, key, None)
-        if value is not None:
-            return value, self.source
-        env = os.environ.get(key.upper())
-        if env is not None and env.strip() != "":
-            return env.strip(), f"environment variable {key.upper()}"
-        return None, ""
-
-    def problem(self, key: str, what: str) -> None:
-        self.problems.append(
-            f"{key}: {what} (set {key} in {self.source}, or {key.upper()} in the environment)"
-        )
-
-    def get(self, key: str, default: Any, convert: Callable[[Any], Any], check: str = "") -> Any:
-        value, origin = self.raw(key)
-        if value is None:
-            return default
-        try:
-            return convert(value)
-        except (TypeError, ValueError):
-            self.problem(key, f"{value!r} from {origin} is not {check}")
-            return default
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(value)
-    return value
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool) or isinstance(value, float):
-        raise TypeError(value)
-    return int(value)
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool):
-        raise TypeError(value)
-    return float(value)
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
-        return value.lower() in _TRUE
-    raise ValueError(value)
-
-
-def _optional_text(value: Any) -> str | None:
-    text = _text(value)
-    return None if text.lower() in {"", "none", "null"} else text
-
-
 def _source_of(args: Any) -> str:
     path = getattr(args, "custom_config_path", None)
     return str(path) if path else "runs/<EXP_ID>/toolkit.yaml"
 
 
-def _check_target(reader: _Reader, arn: str | None, url: str | None) -> None:
-    if arn and url:
-        reader.problem("agent_runtime_arn", "both agent_runtime_arn and agent_url are set; keep exactly one")
-    elif not arn and not url:
-        reader.problem("agent_runtime_arn", "neither agent_runtime_arn nor agent_url is set; set exactly one")
-    if arn and not ARN_RE.match(arn):
-        reader.problem(
-            "agent_runtime_arn",
-            f"{arn!r} is not an AgentCore runtime ARN "
-            "(expected arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>)",
-        )
-    if url and not re.match(r"^https?://[^/\s]+", url):
-        reader.problem("agent_url", f"{url!r} is not an http(s) URL (e.g. http://127.0.0.1:8080)")
+def _where(key: Key, source: str) -> str:
+    return f"set {key.yaml_key} in {source}, or {key.name} in the environment"
 
 
-def _check_ranges(reader: _Reader, values: dict[str, Any]) -> None:
-    for key in ("acr_timeout", "acr_tps_limit", "result_poll_interval"):
-        if values[key] <= 0:
-            reader.problem(key, f"{values[key]!r} must be greater than 0")
-    for key in ("max_concurrent", "max_pool_connections"):
-        if values[key] < 1:
-            reader.problem(key, f"{values[key]!r} must be at least 1")
-    if not 0 <= values["gateway_port"] <= 65535:
-        reader.problem(
-            "gateway_port", f"{values['gateway_port']!r} is not a port (0-65535; 0 = any free port)"
-        )
-    if values["reward_postprocessing"] not in REWARD_MODES:
-        reader.problem(
-            "reward_postprocessing",
-            f"{values['reward_postprocessing']!r} is not one of {', '.join(REWARD_MODES)}",
-        )
+def _unknown_keys(args: Any, source: str) -> list[ConfigError]:
+    """Keys of the toolkit.yaml file that no setting declares (a typo or a renamed key).
+
+    slime has already copied them onto ``args``, where they would be silently ignored.
+    """
+    path = getattr(args, "custom_config_path", None)
+    if not path or not Path(str(path)).is_file():
+        return []
+    import yaml  # slime's own dependency; only needed when there is a file to read
+
+    try:
+        data = yaml.safe_load(Path(str(path)).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        return [ConfigError(f"{source}: cannot be read ({exc})", "re-render it with bin/train")]
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        return [ConfigError(f"{source}: is not a mapping of keys to values", "re-render it with bin/train")]
+    known = [key.yaml_key for key in rollout_keys()]
+    problems = []
+    for name in data:
+        if name not in known:
+            close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}?" if close else "see docs/rollout.md for the keys"
+            problems.append(
+                ConfigError(
+                    f"{source}: unknown key {name!r}",
+                    f"{hint} slime flags go on the command line (EXTRA_FLAGS), not into toolkit.yaml",
+                )
+            )
+    return problems
+
+
+def _read(args: Any, key: Key, source: str) -> tuple[Value, ConfigError | None]:
+    """One setting: slime's args, else the environment, else the declared default."""
+    raw: object = getattr(args, key.yaml_key, None)
+    origin = source
+    if raw is None:
+        env = os.environ.get(key.name, "")
+        if env.strip():
+            raw, origin = env, f"environment variable {key.name}"
+    try:
+        return parse_typed(key, raw), None
+    except ValueError as exc:
+        how = f"{expected(key)}; {_where(key, source)}"
+        return None, ConfigError(f"{key.yaml_key}: {raw!r} from {origin}: {exc}", how)
+
+
+def _cross_checks(values: dict[str, Value], source: str) -> list[ConfigError]:
+    problems = []
+    for name in ("EXP_ID", "S3_BUCKET"):
+        if values[name] is None:
+            key = KEYS_BY_NAME[name]
+            problems.append(ConfigError(f"{key.yaml_key}: not set ({key.help})", _where(key, source)))
+    checks = [(check_agent, (values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]))]
+    if values["EXP_ID"] is not None:
+        checks.append((check_exp_id, (str(values["EXP_ID"]),)))
+    if values["S3_BUCKET"] is not None:
+        checks.append((check_bucket, (str(values["S3_BUCKET"]),)))
+    for check, check_args in checks:
+        try:
+            check(*check_args)  # type: ignore[operator]
+        except ConfigError as exc:
+            problems.append(ConfigError(exc.what, f"{exc.how}; set it in {source}"))
+    return problems
 
 
 def load_config(args: Any) -> ToolkitConfig:
     """Read and validate the rollout settings from slime's ``args`` (env fallbacks).
 
     :param args: slime's argument namespace.
-    :raises ConfigError: listing every missing or invalid key.
+    :raises ConfigError: listing every unknown key and every missing or invalid value.
     """
-    reader = _Reader(args, _source_of(args))
-    arn = reader.get("agent_runtime_arn", None, _optional_text, "a string")
-    url = reader.get("agent_url", None, _optional_text, "a string")
-    _check_target(reader, arn, url)
-    bucket = reader.get("s3_bucket", None, _optional_text, "a string")
-    if not bucket:
-        reader.problem("s3_bucket", "not set; name the bucket the agents write results to")
-    elif not BUCKET_RE.match(bucket):
-        reader.problem(
-            "s3_bucket", f"{bucket!r} is not an S3 bucket name (3-63 lowercase letters, digits, . or -)"
-        )
-    exp_id = reader.get("exp_id", None, _optional_text, "a string")
-    if not exp_id:
-        reader.problem("exp_id", "not set; it is the first part of every result key in S3")
-    elif exp_id.startswith("/") or exp_id.endswith("/") or any(c.isspace() for c in exp_id):
-        reader.problem("exp_id", f"{exp_id!r} must not start or end with '/' or contain spaces")
-    max_concurrent = reader.get("max_concurrent", 100, _integer, "an integer")
-    values: dict[str, Any] = {
-        "gateway_port": reader.get("gateway_port", 9090, _integer, "an integer"),
-        "gateway_host": reader.get("gateway_host", None, _optional_text, "a string"),
-        "acr_timeout": reader.get("acr_timeout", 900.0, _number, "a number of seconds"),
-        "model_id": reader.get("model_id", "default", _text, "a string"),
-        "acr_tps_limit": reader.get("acr_tps_limit", 25.0, _number, "a number"),
-        "max_concurrent": max_concurrent,
-        "max_pool_connections": reader.get(
-            "max_pool_connections", max_concurrent + 16, _integer, "an integer"
-        ),
-        "reward_postprocessing": reader.get("reward_postprocessing", "grpo", _text, "a string"),
-        "cumulative_token_mode": reader.get("cumulative_token_mode", False, _boolean, "true or false"),
-        "renderer_family": reader.get("renderer_family", "auto", _text, "a string"),
-        "gateway_log_level": reader.get("gateway_log_level", "warning", _text, "a string"),
-        "sglang_tool_call_parser": reader.get("sglang_tool_call_parser", "qwen", _optional_text, "a string"),
-        "sglang_reasoning_parser": reader.get("sglang_reasoning_parser", None, _optional_text, "a string"),
-        "result_poll_interval": reader.get("result_poll_interval", 0.25, _number, "a number of seconds"),
-    }
-    _check_ranges(reader, values)
-    if reader.problems:
-        raise ConfigError("invalid rollout configuration:\n  " + "\n  ".join(reader.problems))
-    return ToolkitConfig(
-        agent_runtime_arn=arn,
-        agent_url=url,
-        s3_bucket=str(bucket),
-        exp_id=str(exp_id),
-        source=reader.source,
-        **values,
-    )
+    source = _source_of(args)
+    problems = _unknown_keys(args, source)
+    values: dict[str, Value] = {}
+    for key in rollout_keys():
+        values[key.name], problem = _read(args, key, source)
+        if problem is not None:
+            problems.append(problem)
+    for key in rollout_keys():
+        if key.default_from and values[key.name] is None:
+            values[key.name] = values[key.default_from]
+        if values[key.name] == NONE and NONE in key.choices:
+            values[key.name] = None
+    if not problems:
+        problems += _cross_checks(values, source)
+    raise_all(problems, f"invalid rollout configuration ({source}):")
+    by_field = {key.yaml_key: values[key.name] for key in rollout_keys()}
+    return ToolkitConfig(source=source, **by_field)  # type: ignore[arg-type]
 
 
 def check_slime_args(args: Any) -> None:
     """Reject slime settings the shim cannot honour, before anything starts.
+
+    The same flags are refused by ``bin/train`` (``launch/validate.py``); this catches a
+    rendered script edited by hand.
 
     - ``--rollout-top-p`` other than 1.0: slime then needs top-p replay data on every
       sample (``rollout_top_p_token_ids``), which the gateway does not record, and training
       would fail after the first rollout.
     - ``--reward-key`` / ``--eval-reward-key``: agent rewards are scalars, so a reward dict
       key cannot be looked up.
+    - ``--log-passrate``: slime's train actor then asserts exactly rollout_batch_size x
+      n_samples_per_prompt samples, which multi-segment episodes and padding break.
+    - a ``--global-batch-size`` that does not divide the rollout's episodes.
 
     :raises ConfigError: naming each offending flag and how to fix it.
     """
@@ -256,14 +218,47 @@ def check_slime_args(args: Any) -> None:
     top_p = getattr(args, "rollout_top_p", None)
     if top_p is not None and float(top_p) != 1.0:
         problems.append(
-            f"rollout_top_p: {top_p!r} is not supported (slime then needs top-p replay data on every "
-            "sample, which the gateway does not record; pass --rollout-top-p 1.0)"
+            ConfigError(
+                f"rollout_top_p: {top_p!r} is not supported",
+                "slime then needs top-p replay data on every sample, which the gateway does not "
+                "record; pass --rollout-top-p 1.0",
+            )
         )
     for key in ("reward_key", "eval_reward_key"):
         if getattr(args, key, None):
             problems.append(
-                f"{key}: {getattr(args, key)!r} is set, but agent rewards are scalars "
-                f"(remove --{key.replace('_', '-')})"
+                ConfigError(
+                    f"{key}: {getattr(args, key)!r} is set, but agent rewards are scalars",
+                    f"remove --{key.replace('_', '-')}",
+                )
             )
-    if problems:
-        raise ConfigError("unsupported slime settings:\n  " + "\n  ".join(problems))
+    if getattr(args, "log_passrate", False) is True:
+        problems.append(ConfigError("log_passrate: --log-passrate is not supported", LOG_PASSRATE_HOW))
+    problems += _global_batch_problems(args)
+    raise_all(problems, "unsupported slime settings:")
+
+
+#: why --log-passrate is refused, and what to use instead (shared with bin/train's flag check)
+LOG_PASSRATE_HOW = (
+    "slime's train actor then needs exactly rollout_batch_size x n_samples_per_prompt samples, "
+    "and a multi-turn episode or the data-parallel padding adds more; remove --log-passrate "
+    "(the eval reward per dataset, eval/<name>, is logged without it)"
+)
+
+
+def _global_batch_problems(args: Any) -> list[ConfigError]:
+    names = ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size")
+    batch, n, gbs = (getattr(args, name, None) for name in names)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (batch, n, gbs)):
+        return []
+    episodes = int(batch) * int(n)  # type: ignore[call-overload]
+    if episodes % int(gbs):  # type: ignore[call-overload]
+        return [
+            ConfigError(
+                f"global_batch_size: {gbs} does not divide the rollout's {episodes} episodes "
+                f"(rollout_batch_size {batch} x n_samples_per_prompt {n})",
+                "remove --global-batch-size (bin/train sets it to one optimizer step per rollout) "
+                "or pass a divisor of the episode count",
+            )
+        ]
+    return []

@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentcore_slime._datasets import EvalRow, EvalSpec, eval_specs, load_rows
 from agentcore_slime._padding import dp_layout, pad_for_dp
@@ -35,6 +35,9 @@ from agentcore_slime.config import ConfigError, ToolkitConfig, check_slime_args,
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.launcher import EpisodeRequest, Launcher, make_launcher, new_session_id
 from agentcore_slime.traces import merge_traces_to_samples
+
+if TYPE_CHECKING:
+    from agentcore_slime.gateway import GatewayConfig
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,8 +71,8 @@ def _engine_url(args: Any) -> str:
     return f"http://{host}:{port}"
 
 
-def default_gateway_factory(config: ToolkitConfig, args: Any) -> GatewayLike:
-    """Start the trace-capturing gateway in front of slime's SGLang router.
+def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
+    """The gateway's settings: toolkit.yaml's (``Key.gateway`` in the schema) plus slime's args.
 
     :param config: the rollout settings (gateway host/port, model id, parsers, ...).
     :param args: slime's args (``hf_checkpoint``, router address, context length).
@@ -79,23 +82,33 @@ def default_gateway_factory(config: ToolkitConfig, args: Any) -> GatewayLike:
         raise ConfigError(
             "hf_checkpoint: not set (pass --hf-checkpoint <HF model dir>; the gateway reads its tokenizer)"
         )
-    engine_url = _engine_url(args)
-    from agentcore_slime.gateway import Gateway, GatewayConfig
+    from agentcore_slime.gateway import GatewayConfig
 
-    gateway = Gateway(
-        GatewayConfig(
-            model_dir=str(model_dir),
-            model_id=config.model_id,
-            renderer_family=config.renderer_family,
-            cumulative_token_mode=config.cumulative_token_mode,
-            tool_call_parser=config.sglang_tool_call_parser,
-            reasoning_parser=config.sglang_reasoning_parser,
-            host=config.gateway_host or getattr(args, "sglang_router_ip", None),
-            port=config.gateway_port,
-            log_level=config.gateway_log_level,
-            context_length=getattr(args, "sglang_context_length", None),
-        )
+    return GatewayConfig(
+        model_dir=str(model_dir),
+        model_id=config.model_id,
+        renderer_family=config.renderer_family,
+        cumulative_token_mode=config.cumulative_token_mode,
+        tool_call_parser=config.sglang_tool_call_parser,
+        reasoning_parser=config.sglang_reasoning_parser,
+        host=config.gateway_host or getattr(args, "sglang_router_ip", None),
+        port=config.gateway_port,
+        log_level=config.gateway_log_level,
+        context_length=getattr(args, "sglang_context_length", None),
     )
+
+
+def default_gateway_factory(config: ToolkitConfig, args: Any) -> GatewayLike:
+    """Start the trace-capturing gateway in front of slime's SGLang router.
+
+    :param config: the rollout settings.
+    :param args: slime's args (``hf_checkpoint``, router address, context length).
+    """
+    settings = gateway_config(config, args)
+    engine_url = _engine_url(args)
+    from agentcore_slime.gateway import Gateway
+
+    gateway = Gateway(settings)
     gateway.start(engine_url)
     return gateway
 

@@ -1,4 +1,9 @@
-"""Gateway settings: the :class:`GatewayConfig` seam and its environment fallback."""
+"""Gateway settings: the :class:`GatewayConfig` seam and its environment fallback.
+
+The settings a user sets (model id, parsers, family, host, port, ...) are declared once in
+:mod:`agentcore_slime.launch.schema` (``Key(..., gateway="<field>")``): :meth:`GatewayConfig.from_env`
+reads their environment names and parses them with the same vocabulary as ``bin/train``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+from agentcore_slime.errors import ConfigError
+from agentcore_slime.launch.schema import LOG_LEVELS, NONE, expected, gateway_keys, parse_text
+
 SAMPLING_KEYS = frozenset({"temperature", "top_p", "top_k", "max_new_tokens", "min_p", "repetition_penalty"})
 
 
@@ -77,35 +84,23 @@ class GatewayConfig:
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> GatewayConfig:
         """Build from environment variables (the development fallback of toolkit.yaml).
 
-        MODEL_DIR, MODEL_ID, RENDERER_FAMILY, CUMULATIVE_TOKEN_MODE, SGLANG_TOOL_CALL_PARSER,
-        SGLANG_REASONING_PARSER, GATEWAY_HOST, GATEWAY_PORT, GATEWAY_LOG_LEVEL,
-        SGLANG_CONTEXT_LENGTH; ``overrides`` win.
+        Each setting declared with ``gateway=`` in the schema (MODEL_DIR, MODEL_ID,
+        RENDERER_FAMILY, CUMULATIVE_TOKEN_MODE, SGLANG_TOOL_CALL_PARSER, ...); empty or unset
+        variables keep the field's default; ``overrides`` win.
+
+        :raises ConfigError: a value that is not valid for its setting.
         """
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
-        text = {
-            "model_dir": "MODEL_DIR",
-            "model_id": "MODEL_ID",
-            "renderer_family": "RENDERER_FAMILY",
-            "tool_call_parser": "SGLANG_TOOL_CALL_PARSER",
-            "reasoning_parser": "SGLANG_REASONING_PARSER",
-            "host": "GATEWAY_HOST",
-            "log_level": "GATEWAY_LOG_LEVEL",
-        }
-        for key, name in text.items():
-            if env.get(name):
-                values[key] = env[name]
-        for key, name in (("port", "GATEWAY_PORT"), ("context_length", "SGLANG_CONTEXT_LENGTH")):
-            if env.get(name):
-                try:
-                    values[key] = int(env[name])
-                except ValueError:
-                    raise ValueError(f"{name}={env[name]!r} is not an integer") from None
-        if env.get("CUMULATIVE_TOKEN_MODE"):
-            flag = env["CUMULATIVE_TOKEN_MODE"].strip().lower()
-            if flag not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"CUMULATIVE_TOKEN_MODE={flag!r} is not true/false")
-            values["cumulative_token_mode"] = flag in ("true", "1", "yes")
+        for key in gateway_keys():
+            text = env.get(key.name, "")
+            if not text.strip():
+                continue
+            try:
+                value = parse_text(key, text)
+            except ValueError as exc:
+                raise ConfigError(f"{key.name}={text.strip()!r} is {exc}", expected(key)) from None
+            values[key.gateway] = None if value == NONE else value
         known = {f.name for f in fields(cls)}
         values.update({k: v for k, v in overrides.items() if k in known})
         values.setdefault("model_dir", "")

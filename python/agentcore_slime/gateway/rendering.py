@@ -23,29 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentcore_slime.launch.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
+
 logger = logging.getLogger(__name__)
 
-# SGLang --tool-call-parser names -> renderers tool parser names (DefaultRenderer only).
-TOOL_PARSERS: dict[str, str] = {
-    "qwen": "qwen3",  # Qwen2.5 Hermes-style <tool_call>{json}</tool_call>
-    "qwen25": "qwen3",
-    "hermes": "qwen3",
-    "qwen3": "qwen3",
-    "qwen3_coder": "qwen3.5",  # <tool_call><function=..><parameter=..>
-    "glm": "glm",
-    "glm45": "glm",
-    "glm47": "glm",
-    "deepseekv3": "deepseek-v3",
-}
-# SGLang --reasoning-parser names -> renderers reasoning parser names (DefaultRenderer only).
-REASONING_PARSERS: dict[str, str] = {
-    "qwen3": "think",
-    "qwen3-thinking": "think",
-    "deepseek-r1": "think",
-    "glm45": "think",
-    "kimi": "think",
-    "think": "think",
-}
+# SGLang parser names -> renderers parser names (DefaultRenderer only) come from the settings
+# schema: bin/train refuses any other name before anything starts.
 # config.json model_type -> renderers family, for model dirs whose name is not a Hub id.
 MODEL_TYPE_FAMILIES: dict[str, str] = {
     "qwen3": "qwen3",
@@ -263,7 +246,7 @@ def build_renderer(
     """
     from renderers import DefaultRendererConfig, config_from_name, create_renderer
 
-    tool = _parser(tool_call_parser, TOOL_PARSERS, "tool call parser", "SGLANG_TOOL_CALL_PARSER")
+    tool = _parser(tool_call_parser, TOOL_CALL_PARSERS, "tool call parser", "SGLANG_TOOL_CALL_PARSER")
     reasoning = _parser(reasoning_parser, REASONING_PARSERS, "reasoning parser", "SGLANG_REASONING_PARSER")
     if family == CHAT_TEMPLATE_FAMILY:
         if not getattr(tokenizer, "chat_template", None):

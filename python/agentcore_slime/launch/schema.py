@@ -207,7 +207,14 @@ KEYS: tuple[Key, ...] = (
     Key("MEGATRON_DIR", Kind.PATH, "/root/Megatron-LM", "Megatron-LM checkout (put on PYTHONPATH)"),
     Key("CUDA_HOME", Kind.PATH, None, "pin this CUDA toolkit (unset = inherit the environment)"),
     # --- toolkit / ACR (toolkit.yaml) ---
-    Key("MODEL_ID", Kind.STR, "default", "model name the agents send to the gateway", rollout=True, gateway="model_id"),
+    Key(
+        "MODEL_ID",
+        Kind.STR,
+        "default",
+        "model name the agents send to the gateway",
+        rollout=True,
+        gateway="model_id",
+    ),
     _pos_int("ACR_TIMEOUT", "900", "seconds an episode may take before it counts as failed", rollout=True),
     _pos_int("ACR_TPS_LIMIT", "25", "ACR invocations per second (service quota)", rollout=True),
     _pos_int("MAX_CONCURRENT", "100", "concurrent agent sessions", rollout=True),
@@ -315,7 +322,12 @@ KEYS: tuple[Key, ...] = (
         exclusive_min=True,
         maximum=1,
     ),
-    _pos_int("SGLANG_CONTEXT_LENGTH", None, "SGLang context length (unset = the model's)", gateway="context_length"),
+    _pos_int(
+        "SGLANG_CONTEXT_LENGTH",
+        None,
+        "SGLang context length (unset = the model's)",
+        gateway="context_length",
+    ),
     _pos_int("MAX_TOKENS_PER_GPU", "9216", "dynamic batch size: tokens per GPU per micro-batch"),
     _pos_int("NUM_ROLLOUT", "1", "training steps (rollouts); 1 = smoke test"),
     Key("WANDB_PROJECT", Kind.STR, None, "wandb project (wandb is on only when WANDB_API_KEY is exported)"),
@@ -443,7 +455,7 @@ def expected(key: Key) -> str:
     if key.choices:
         return f"{key.name} must be one of: {', '.join(key.choices)}"
     if key.kind is Kind.BOOL:
-        return f"{key.name} must be {', '.join(TRUE_WORDS[:1] + FALSE_WORDS[:1] + TRUE_WORDS[1:] + FALSE_WORDS[1:])}"
+        return f"{key.name} must be true, false, 1 or 0"
     if key.kind is Kind.WORDS:
         return f"{key.name} is split like shell words: balance its quotes"
     if key.kind in (Kind.STR, Kind.PATH):

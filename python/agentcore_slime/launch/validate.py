@@ -7,15 +7,14 @@ is a :class:`~.errors.ConfigError` that says what is wrong and how to fix it.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import logging
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import urlparse
 
+from .checks import check_agent, check_bucket, check_exp_id
 from .credentials import refuse_secret_flags
 from .envfile import EnvEntry
 from .errors import ConfigError, raise_all
@@ -24,14 +23,7 @@ from .variants import Variant
 
 logger = logging.getLogger(__name__)
 
-_EXP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_ARN = re.compile(
-    r"arn:aws(-[a-z]+)*:bedrock-agentcore:[a-z]{2}(-[a-z]+)+-\d:\d{12}:runtime/[A-Za-z0-9][A-Za-z0-9_-]*"
-)
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
-_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 
 
 @dataclass
@@ -165,7 +157,7 @@ def _apply_defaults(values: dict[str, Value], runs_dir: Path) -> None:
         if key.default_from and values[key.name] is None:
             values[key.name] = values[key.default_from]
     if values["SAVE_DIR"] is None:
-        _check_exp_id(str(values["EXP_ID"]))
+        check_exp_id(str(values["EXP_ID"]))
         values["SAVE_DIR"] = str(runs_dir / str(values["EXP_ID"]) / "checkpoints")
     for key in KEYS:
         if key.kind is Kind.PATH and values[key.name] is not None:
@@ -178,53 +170,6 @@ def _check_model_type(values: dict[str, Value]) -> None:
             f"MODEL_TYPE={values['MODEL_TYPE']!r} is not a model script name",
             "use the file name without .sh from $SLIME_DIR/scripts/models/, e.g. qwen2.5-3B",
         )
-
-
-def _check_exp_id(exp_id: str) -> None:
-    if not _EXP_ID.fullmatch(exp_id) or ".." in exp_id:
-        raise ConfigError(
-            f"EXP_ID={exp_id!r} is not safe as a directory name and S3 key prefix",
-            "use letters, digits, '.', '_' and '-' (at most 100, starting with a letter or digit)",
-        )
-
-
-def _check_bucket(bucket: str) -> None:
-    problem = None
-    if not _BUCKET.fullmatch(bucket):
-        problem = (
-            "must be 3-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit"
-        )
-    elif ".." in bucket or ".-" in bucket or "-." in bucket:
-        problem = "must not contain '..', '.-' or '-.'"
-    elif bucket.startswith(_BUCKET_PREFIXES) or bucket.endswith(_BUCKET_SUFFIXES):
-        problem = "uses a prefix or suffix S3 reserves"
-    else:
-        try:
-            ipaddress.IPv4Address(bucket)
-            problem = "must not look like an IP address"
-        except ValueError:
-            pass
-    if problem:
-        raise ConfigError(f"S3_BUCKET={bucket!r} is not a valid S3 bucket name", f"a bucket name {problem}")
-
-
-def _check_agent(arn: Value, url: Value) -> None:
-    if (arn is None) == (url is None):
-        raise ConfigError(
-            "set exactly one of AGENT_RUNTIME_ARN and AGENT_URL" + (" (both are set)" if arn else ""),
-            "AGENT_RUNTIME_ARN for the agent deployed on ACR, AGENT_URL for a local agent container",
-        )
-    if arn is not None and not _ARN.fullmatch(str(arn)):
-        raise ConfigError(
-            f"AGENT_RUNTIME_ARN={arn!r} is not an AgentCore runtime ARN",
-            "copy it from the deployment: arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>",
-        )
-    if url is not None:
-        parsed = urlparse(str(url))
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise ConfigError(
-                f"AGENT_URL={url!r} is not an http(s) URL", "e.g. AGENT_URL=http://127.0.0.1:8080"
-            )
 
 
 def check_variant(config: Config, variant: Variant) -> list[str]:
@@ -309,9 +254,9 @@ def _check_global_batch(c: dict[str, Value], actor_gpus: int) -> None:
 
 #: checks that relate keys to each other, run once every value converted
 _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
-    lambda values: _check_exp_id(str(values["EXP_ID"])),
-    lambda values: _check_bucket(str(values["S3_BUCKET"])),
-    lambda values: _check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]),
+    lambda values: check_exp_id(str(values["EXP_ID"])),
+    lambda values: check_bucket(str(values["S3_BUCKET"])),
+    lambda values: check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]),
     _check_model_type,
 )
 
