@@ -9,6 +9,7 @@ response token, loss mask all 0, rollout log probs present, reward 0.0.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 #: metadata key holding the shim's per-sample record (session id, kind, reason, ...)
@@ -22,35 +23,68 @@ KIND_PADDING = "padding"
 _FILLER_TOKEN = 0
 
 
-def shim_info(sample: Any) -> dict[str, Any]:
-    """The shim's record of ``sample`` (empty when the sample did not come from the shim).
+@dataclass(frozen=True)
+class ShimRecord:
+    """The shim's record of one Sample, kept in ``sample.metadata["agentcore"]``.
 
-    :param sample: a slime ``Sample``.
+    It is stored there as a plain dict (:meth:`as_metadata`): slime writes metadata into
+    ``--save-debug-rollout-data`` dumps and ships it between Ray actors, and the keys are part
+    of docs/rollout.md. Code reads it back through :meth:`of`, never by string keys.
+
+    :param kind: ``episode``, ``failed`` or ``padding`` ("" for a sample the shim did not make).
+    :param session_id: the episode's session id (None for padding).
+    :param reason: why the episode failed (failed samples only).
+    :param segment: which prefix-extending segment of the episode this sample is.
+    :param segments: how many segments the episode has.
+    :param calls: the gateway calls (indices into the session's traces) in this segment.
     """
-    metadata = getattr(sample, "metadata", None)
-    if isinstance(metadata, dict):
-        info = metadata.get(METADATA_KEY)
-        if isinstance(info, dict):
-            return info
-    return {}
+
+    kind: str
+    session_id: str | None = None
+    reason: str | None = None
+    segment: int | None = None
+    segments: int | None = None
+    calls: tuple[int, ...] = ()
+
+    def as_metadata(self) -> dict[str, Any]:
+        """The record as stored in metadata: a dict without the fields that are unset."""
+        record = asdict(self)
+        record["calls"] = list(self.calls)
+        return {k: v for k, v in record.items() if k in ("kind", "session_id") or v not in (None, [])}
+
+    @classmethod
+    def of(cls, sample: Any) -> ShimRecord:
+        """The record of ``sample`` (``kind`` "" when the sample did not come from the shim).
+
+        :param sample: a slime ``Sample``.
+        """
+        metadata = getattr(sample, "metadata", None)
+        stored = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+        if not isinstance(stored, dict):
+            return cls(kind="")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in stored.items() if k in known}
+        values["calls"] = tuple(values.get("calls") or ())
+        values.setdefault("kind", "")
+        return cls(**values)
 
 
 def is_padding(sample: Any) -> bool:
     """True for the zero-gradient samples added only to satisfy slime's batch split."""
-    return shim_info(sample).get("kind") == KIND_PADDING
+    return ShimRecord.of(sample).kind == KIND_PADDING
 
 
-def with_info(metadata: Any, info: dict[str, Any]) -> dict[str, Any]:
+def with_record(metadata: Any, record: ShimRecord) -> dict[str, Any]:
     """A new metadata dict: the row's metadata (shallow copy) plus the shim's record.
 
     :param metadata: the row's metadata; a non-dict value is kept under ``row_metadata``.
-    :param info: the shim's record for this sample.
+    :param record: the shim's record for this sample.
     """
     if isinstance(metadata, dict):
         result = dict(metadata)
     else:
         result = {"row_metadata": metadata}
-    result[METADATA_KEY] = info
+    result[METADATA_KEY] = record.as_metadata()
     return result
 
 
@@ -58,7 +92,7 @@ def zero_gradient_sample(
     sample_cls: type,
     *,
     template: Any | None,
-    info: dict[str, Any],
+    record: ShimRecord,
     rollout_id: int,
     status: Any,
 ) -> Any:
@@ -67,7 +101,7 @@ def zero_gradient_sample(
     :param sample_cls: the slime ``Sample`` class.
     :param template: the data-source sample it stands for (group, index, prompt, label
         and metadata are copied), or None for pure padding.
-    :param info: the shim's record stored under :data:`METADATA_KEY`.
+    :param record: the shim's record stored under :data:`METADATA_KEY`.
     :param rollout_id: slime's rollout id for this sample.
     :param status: the ``Sample.Status`` to set.
     """
@@ -85,7 +119,7 @@ def zero_gradient_sample(
         reward=0.0,
         remove_sample=True,
         status=status,
-        metadata=with_info(getattr(template, "metadata", {}), info),
-        session_id=info.get("session_id"),
+        metadata=with_record(getattr(template, "metadata", {}), record),
+        session_id=record.session_id,
     )
     return sample

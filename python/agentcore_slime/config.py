@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.errors import ConfigError, raise_all
-from agentcore_slime.launch.checks import check_agent, check_bucket, check_exp_id
+from agentcore_slime.launch.checks import (
+    LOG_PASSRATE_HOW,
+    check_agent,
+    check_bucket,
+    check_exp_id,
+    check_global_batch_divides,
+)
 from agentcore_slime.launch.schema import (
     KEYS_BY_NAME,
     NONE,
@@ -238,27 +244,13 @@ def check_slime_args(args: Any) -> None:
     raise_all(problems, "unsupported slime settings:")
 
 
-#: why --log-passrate is refused, and what to use instead (shared with bin/train's flag check)
-LOG_PASSRATE_HOW = (
-    "slime's train actor then needs exactly rollout_batch_size x n_samples_per_prompt samples, "
-    "and a multi-turn episode or the data-parallel padding adds more; remove --log-passrate "
-    "(the eval reward per dataset, eval/<name>, is logged without it)"
-)
-
-
 def _global_batch_problems(args: Any) -> list[ConfigError]:
     names = ("rollout_batch_size", "n_samples_per_prompt", "global_batch_size")
     batch, n, gbs = (getattr(args, name, None) for name in names)
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (batch, n, gbs)):
         return []
-    episodes = int(batch) * int(n)  # type: ignore[call-overload]
-    if episodes % int(gbs):  # type: ignore[call-overload]
-        return [
-            ConfigError(
-                f"global_batch_size: {gbs} does not divide the rollout's {episodes} episodes "
-                f"(rollout_batch_size {batch} x n_samples_per_prompt {n})",
-                "remove --global-batch-size (bin/train sets it to one optimizer step per rollout) "
-                "or pass a divisor of the episode count",
-            )
-        ]
+    try:
+        check_global_batch_divides(int(gbs), int(batch) * int(n))  # type: ignore[call-overload]
+    except ConfigError as exc:
+        return [exc]
     return []

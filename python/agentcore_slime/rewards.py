@@ -10,10 +10,16 @@ within its group, and the result is written back to every sample of the episode.
 
 ``reward_postprocessing`` (toolkit.yaml, env ``REWARD_POSTPROCESSING``):
 
-- ``grpo`` (default): subtract the group mean; with ``args.grpo_std_normalization``
-  (slime's default) divide by the unbiased std + 1e-6, as slime does. A group with a
-  single episode, or whose rewards are all equal, gets 0.
-- ``identity``: the raw reward.
+- ``grpo`` (default): what slime's own ``_post_process_rewards`` computes (fa3c990,
+  ``slime/ray/rollout.py:686-711``), with one reward per episode instead of per sample:
+  for ``--advantage-estimator`` grpo, gspo, cispo or reinforce_plus_plus_baseline (unless
+  ``--disable-rewards-normalization``) subtract the group mean, and for grpo, gspo and
+  cispo with ``args.grpo_std_normalization`` (slime's default; off with
+  ``--disable-grpo-std-normalization`` or ``--n-samples-per-prompt 1``) divide by the
+  unbiased std + 1e-6. ``ppo``, ``reinforce_plus_plus`` and
+  ``--disable-rewards-normalization`` get the raw reward, as in slime. A group with a
+  single episode, or whose rewards are all equal, gets 0 when normalised.
+- ``identity``: the raw reward, whatever the estimator.
 
 Padding samples (added only to satisfy slime's batch split) keep 0 and belong to no
 group. The module is torch-free: it works on Python floats.
@@ -26,20 +32,27 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from agentcore_slime._samples import is_padding, shim_info
+from agentcore_slime._samples import ShimRecord, is_padding
+from agentcore_slime.errors import ConfigError
+from agentcore_slime.launch.schema import KEYS_BY_NAME, expected, parse_typed
 
-MODES = ("grpo", "identity")
+#: estimators whose rewards slime mean-centres per group (with rewards_normalization on)
+CENTRED_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
+#: estimators whose centred rewards slime also divides by the group std (grpo_std_normalization)
+STD_ESTIMATORS = ("grpo", "gspo", "cispo")
 _EPS = 1e-6
 
 
 def _mode(args: Any) -> str:
-    value = getattr(args, "reward_postprocessing", None) or os.environ.get("REWARD_POSTPROCESSING") or "grpo"
-    if value not in MODES:
-        raise ValueError(
-            f"reward_postprocessing: {value!r} is not one of {', '.join(MODES)} "
-            "(set reward_postprocessing in runs/<EXP_ID>/toolkit.yaml or REWARD_POSTPROCESSING)"
-        )
-    return str(value)
+    key = KEYS_BY_NAME["REWARD_POSTPROCESSING"]
+    value = getattr(args, key.yaml_key, None) or os.environ.get(key.name) or None
+    try:
+        return str(parse_typed(key, value))
+    except ValueError as exc:
+        raise ConfigError(
+            f"{key.yaml_key}: {value!r}: {exc}",
+            f"{expected(key)}; set {key.yaml_key} in runs/<EXP_ID>/toolkit.yaml or {key.name}",
+        ) from None
 
 
 def _raw_reward(args: Any, sample: Any, position: int) -> float:
@@ -53,7 +66,7 @@ def _raw_reward(args: Any, sample: Any, position: int) -> float:
 
 
 def _episode_key(sample: Any, position: int) -> tuple[Any, str]:
-    session = getattr(sample, "session_id", None) or shim_info(sample).get("session_id")
+    session = getattr(sample, "session_id", None) or ShimRecord.of(sample).session_id
     return sample.group_index, session if session else f"#sample-{position}"
 
 
@@ -74,16 +87,29 @@ def group_normalize(values: Sequence[float], *, std_normalization: bool) -> list
     return [c / (std + _EPS) for c in centred]
 
 
+def slime_group_rewards(values: Sequence[float], args: Any) -> list[float]:
+    """What slime's reward normalization makes of one group's rewards, for ``args``' estimator.
+
+    :param values: one reward per episode of the group.
+    :param args: slime's args (``advantage_estimator``, ``rewards_normalization``,
+        ``grpo_std_normalization``; slime's defaults when absent).
+    """
+    estimator = getattr(args, "advantage_estimator", None) or "grpo"
+    if estimator not in CENTRED_ESTIMATORS or not getattr(args, "rewards_normalization", True):
+        return list(values)
+    std = estimator in STD_ESTIMATORS and bool(getattr(args, "grpo_std_normalization", True))
+    return group_normalize(values, std_normalization=std)
+
+
 def normalize_episode_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:
     """Normalise one reward per episode within its group; write it to all its samples.
 
-    :param args: slime's args (``reward_postprocessing``, ``grpo_std_normalization``,
-        ``reward_key``).
+    :param args: slime's args (``reward_postprocessing``, ``advantage_estimator``,
+        ``rewards_normalization``, ``grpo_std_normalization``, ``reward_key``).
     :param samples: the step's flattened Samples.
     :returns: ``(raw_rewards, rewards)``, each one float per sample.
     """
     mode = _mode(args)
-    std_normalization = bool(getattr(args, "grpo_std_normalization", True))
     raw = [0.0] * len(samples)
     episodes: dict[tuple[Any, str], list[int]] = {}
     for position, sample in enumerate(samples):
@@ -98,10 +124,7 @@ def normalize_episode_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[f
         groups.setdefault(key[0], []).append(key)
     for keys in groups.values():
         values = [raw[episodes[key][0]] for key in keys]
-        if mode == "identity":
-            normalized = values
-        else:
-            normalized = group_normalize(values, std_normalization=std_normalization)
+        normalized = values if mode == "identity" else slime_group_rewards(values, args)
         for key, value in zip(keys, normalized, strict=True):
             for position in episodes[key]:
                 rewards[position] = value

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentcore_slime._datasets import EvalRow, EvalSpec, eval_specs, load_rows
 from agentcore_slime._padding import dp_layout, pad_for_dp
-from agentcore_slime._samples import KIND_FAILED, KIND_PADDING, shim_info, zero_gradient_sample
+from agentcore_slime._samples import KIND_FAILED, KIND_PADDING, ShimRecord, zero_gradient_sample
 from agentcore_slime.config import ConfigError, ToolkitConfig, check_slime_args, load_config
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.launcher import EpisodeRequest, Launcher, make_launcher, new_session_id
@@ -223,9 +223,9 @@ class _Result:
 def _failed(episode: _Episode, reason: str, traces: list[CallTrace] | None = None) -> _Result:
     template = episode.template
     cls = type(template)
-    info = {"kind": KIND_FAILED, "session_id": episode.session_id, "reason": reason}
+    record = ShimRecord(kind=KIND_FAILED, session_id=episode.session_id, reason=reason)
     sample = zero_gradient_sample(
-        cls, template=template, info=info, rollout_id=episode.rollout_id, status=cls.Status.FAILED
+        cls, template=template, record=record, rollout_id=episode.rollout_id, status=cls.Status.FAILED
     )
     return _Result(episode, [sample], None, reason, traces or [])
 
@@ -319,9 +319,8 @@ def _log_summary(kind: str, rollout_id: int, results: list[_Result], sequences: 
 def _trace_records(rollout_id: int, kind: str, results: list[_Result]) -> list[str]:
     lines = []
     for result in results:
-        segment_of = {
-            c: shim_info(s).get("segment") for s in result.samples for c in shim_info(s).get("calls", [])
-        }
+        records = [ShimRecord.of(s) for s in result.samples]
+        segment_of = {call: record.segment for record in records for call in record.calls}
         for number, trace in enumerate(result.traces):
             record = {
                 "rollout_id": rollout_id,
@@ -357,9 +356,9 @@ async def _write_trace_log(runtime: Runtime, rollout_id: int, kind: str, results
 
 def _padding_maker(sample: Any, rollout_id: int) -> Any:
     cls = type(sample)
-    info = {"kind": KIND_PADDING, "session_id": None}
+    record = ShimRecord(kind=KIND_PADDING)
     return zero_gradient_sample(
-        cls, template=sample, info=info, rollout_id=rollout_id, status=cls.Status.FAILED
+        cls, template=sample, record=record, rollout_id=rollout_id, status=cls.Status.FAILED
     )
 
 

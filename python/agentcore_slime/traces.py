@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentcore_slime._samples import KIND_EPISODE, with_info
+from agentcore_slime._samples import KIND_EPISODE, ShimRecord, with_record
 from agentcore_slime.gateway.trace import CallTrace
 
 # Number of spot checks of the older prefix for bridged calls (constant cost per call).
@@ -145,7 +145,6 @@ def merge_traces_to_samples(
     session_id: str,
     reward: float,
     rollout_id: int,
-    extra_info: dict[str, Any] | None = None,
 ) -> list[Any]:
     """Turn an episode's traces into slime Samples, one per prefix-extending segment.
 
@@ -155,21 +154,19 @@ def merge_traces_to_samples(
     :param session_id: the episode's session id (``Sample.session_id`` and metadata).
     :param reward: the episode's raw reward, set on every segment.
     :param rollout_id: slime's rollout id, the same for every segment of the episode.
-    :param extra_info: more fields for the shim's metadata record.
     :returns: the Samples (empty when no segment has a sampled token).
     """
     sample_cls = type(template)
     segments = merge_traces(traces)
     samples = []
     for number, segment in enumerate(segments):
-        info = {
-            "kind": KIND_EPISODE,
-            "session_id": session_id,
-            "segment": number,
-            "segments": len(segments),
-            "calls": list(segment.calls),
-            **(extra_info or {}),
-        }
+        record = ShimRecord(
+            kind=KIND_EPISODE,
+            session_id=session_id,
+            segment=number,
+            segments=len(segments),
+            calls=tuple(segment.calls),
+        )
         samples.append(
             sample_cls(
                 group_index=template.group_index,
@@ -184,7 +181,7 @@ def merge_traces_to_samples(
                 rollout_log_probs=segment.logprobs,
                 reward=float(reward),
                 status=_status_for(sample_cls, segment.finish_reason),
-                metadata=with_info(template.metadata, info),
+                metadata=with_record(template.metadata, record),
                 session_id=session_id,
             )
         )

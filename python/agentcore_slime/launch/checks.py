@@ -70,3 +70,28 @@ def check_agent(arn: object, url: object) -> None:
             raise ConfigError(
                 f"AGENT_URL={url!r} is not an http(s) URL", "e.g. AGENT_URL=http://127.0.0.1:8080"
             )
+
+
+#: why --log-passrate is refused, and what to do instead (bin/train and the rollout say the same)
+LOG_PASSRATE_HOW = (
+    "slime's train actor then needs exactly rollout_batch_size x n_samples_per_prompt samples, "
+    "and a multi-turn episode or the data-parallel padding adds more; remove --log-passrate "
+    "(the eval reward per dataset, eval/<name>, is logged without it)"
+)
+
+
+def check_global_batch_divides(global_batch: int, episodes: int) -> None:
+    """A ``--global-batch-size`` must divide the rollout's episodes.
+
+    slime makes ``episodes // global_batch`` optimizer steps per rollout; with a remainder the
+    rollout's padding fills the last step, which is still averaged over the full batch.
+
+    :param global_batch: the ``--global-batch-size`` given.
+    :param episodes: rollout_batch_size x n_samples_per_prompt.
+    """
+    if global_batch < 1 or episodes % global_batch:
+        raise ConfigError(
+            f"--global-batch-size {global_batch} does not divide the rollout's {episodes} episodes "
+            "(ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT)",
+            f"remove it (bin/train sets one optimizer step per rollout) or pass a divisor of {episodes}",
+        )

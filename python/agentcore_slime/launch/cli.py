@@ -89,7 +89,7 @@ def _run(argv: list[str]) -> int:
     runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
     env_file = Path(args.env_file)
     config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
-    check_slime_flags(passthrough_flags(config, slime_flags))
+    check_slime_flags(passthrough_flags(config, slime_flags), config)
     variant = VARIANTS[args.variant]
     for warning in check_variant(config, variant):
         say(f"warning: {warning}")

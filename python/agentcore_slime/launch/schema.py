@@ -215,8 +215,8 @@ KEYS: tuple[Key, ...] = (
         rollout=True,
         gateway="model_id",
     ),
-    _pos_int("ACR_TIMEOUT", "900", "seconds an episode may take before it counts as failed", rollout=True),
-    _pos_int("ACR_TPS_LIMIT", "25", "ACR invocations per second (service quota)", rollout=True),
+    _pos_float("ACR_TIMEOUT", "900", "seconds an episode may take before it counts as failed", rollout=True),
+    _pos_float("ACR_TPS_LIMIT", "25", "ACR invocations per second (service quota)", rollout=True),
     _pos_int("MAX_CONCURRENT", "100", "concurrent agent sessions", rollout=True),
     _pos_int(
         "MAX_POOL_CONNECTIONS",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .checks import check_agent, check_bucket, check_exp_id
+from .checks import LOG_PASSRATE_HOW, check_agent, check_bucket, check_exp_id, check_global_batch_divides
 from .credentials import refuse_secret_flags
 from .envfile import EnvEntry
 from .errors import ConfigError, raise_all
@@ -306,28 +306,52 @@ _FLAGS_OWNED_ELSEWHERE = {
 }
 
 
-def check_slime_flags(words: list[str]) -> None:
+#: slime's --advantage-estimator choices at fa3c990 (slime/utils/arguments.py:908-918); the
+#: reward hook computes slime's own reward normalization for each (rewards.py)
+ADVANTAGE_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")
+
+
+def check_slime_flags(words: list[str], config: Config) -> None:
     """Refuse pass-through slime flags (EXTRA_FLAGS, flags after ``--``) that cannot work.
 
     :param words: the pass-through flags, in order.
-    :raises ConfigError: a flag that carries a secret, a flag the toolkit owns, or a
+    :param config: the resolved configuration (the rollout's episode count).
+    :raises ConfigError: a flag that carries a secret, a flag the toolkit owns, a
         ``--rollout-top-p`` other than 1 (the rollout does not replay SGLang's top-p token
-        sets, which slime's loss then needs).
+        sets, which slime's loss then needs), ``--log-passrate``, an ``--advantage-estimator``
+        slime does not know, or a ``--global-batch-size`` that does not divide the rollout.
     """
     refuse_secret_flags(words)
     for position, word in enumerate(words):
         flag, _, inline = word.partition("=")
+        value = inline if inline else (words[position + 1] if position + 1 < len(words) else "")
         if flag in _FLAGS_OWNED_ELSEWHERE:
             raise ConfigError(f"{flag} in EXTRA_FLAGS or after --", _FLAGS_OWNED_ELSEWHERE[flag])
+        if flag == "--log-passrate":
+            raise ConfigError("--log-passrate in EXTRA_FLAGS or after -- is not supported", LOG_PASSRATE_HOW)
         if flag == "--rollout-top-p":
-            value = inline if inline else (words[position + 1] if position + 1 < len(words) else "")
-            try:
-                top_p = float(value)
-            except ValueError:
-                top_p = math.nan
-            if top_p != 1.0:
-                raise ConfigError(
-                    f"--rollout-top-p {value} in EXTRA_FLAGS or after --",
-                    "the rollout does not replay SGLang's top-p token sets, which slime's loss needs "
-                    "when top-p is not 1: keep --rollout-top-p 1.0",
-                )
+            _check_top_p(value)
+        if flag == "--advantage-estimator" and value not in ADVANTAGE_ESTIMATORS:
+            raise ConfigError(
+                f"--advantage-estimator {value} in EXTRA_FLAGS or after --",
+                f"slime knows {', '.join(ADVANTAGE_ESTIMATORS)}",
+            )
+        if flag == "--global-batch-size":
+            check_global_batch_divides(_to_int_or_zero(value), global_batch_size(config.values))
+
+
+def _to_int_or_zero(text: str) -> int:
+    return int(text) if re.fullmatch(r"\d+", text) else 0
+
+
+def _check_top_p(value: str) -> None:
+    try:
+        top_p = float(value)
+    except ValueError:
+        top_p = math.nan
+    if top_p != 1.0:
+        raise ConfigError(
+            f"--rollout-top-p {value} in EXTRA_FLAGS or after --",
+            "the rollout does not replay SGLang's top-p token sets, which slime's loss needs "
+            "when top-p is not 1: keep --rollout-top-p 1.0",
+        )

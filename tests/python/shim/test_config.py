@@ -58,8 +58,9 @@ def test_every_problem_is_reported_once_with_key_and_file() -> None:
     message = str(caught.value)
     for text in (
         "invalid rollout configuration (runs/exp-test/toolkit.yaml):",
-        "acr_timeout: 'soon' from runs/exp-test/toolkit.yaml: not an integer",
-        "max_concurrent: 0 from runs/exp-test/toolkit.yaml: out of range (MAX_CONCURRENT must be an integer >= 1",
+        "acr_timeout: 'soon' from runs/exp-test/toolkit.yaml: not a number",
+        "max_concurrent: 0 from runs/exp-test/toolkit.yaml: out of range "
+        "(MAX_CONCURRENT must be an integer >= 1",
         "reward_postprocessing: 'ppo' from runs/exp-test/toolkit.yaml: not allowed "
         "(REWARD_POSTPROCESSING must be one of: grpo, identity",
         "gateway_port: 70000 from runs/exp-test/toolkit.yaml: out of range",
@@ -71,7 +72,9 @@ def test_every_problem_is_reported_once_with_key_and_file() -> None:
 
 
 def test_cross_checks_once_every_value_is_valid() -> None:
-    args = make_args(agent_runtime_arn="arn:aws:lambda:us-east-1:1:function/x", agent_url="http://h:1", s3_bucket=None)
+    args = make_args(
+        agent_runtime_arn="arn:aws:lambda:us-east-1:1:function/x", agent_url="http://h:1", s3_bucket=None
+    )
     with pytest.raises(ConfigError) as caught:
         load_config(args)
     message = str(caught.value)
@@ -129,7 +132,7 @@ def test_unsupported_slime_settings() -> None:
     ("overrides", "text"),
     [
         ({"log_passrate": True}, "log_passrate: --log-passrate is not supported (slime's train actor"),
-        ({"global_batch_size": 4}, "global_batch_size: 4 does not divide the rollout's 6 episodes"),
+        ({"global_batch_size": 4}, "--global-batch-size 4 does not divide the rollout's 6 episodes"),
     ],
 )
 def test_refused_slime_settings(overrides: dict[str, object], text: str) -> None:
@@ -143,7 +146,9 @@ def test_refused_slime_settings(overrides: dict[str, object], text: str) -> None
 def test_unknown_toolkit_yaml_key_names_the_closest(tmp_path: Path) -> None:
     """slime copies every key onto args; a misspelt one would silently leave the default."""
     path = tmp_path / "toolkit.yaml"
-    path.write_text('agent_url: "http://h:1"\ns3_bucket: "rl-results"\nmax_concurent: 4\nrollout_batch_size: 2\n')
+    path.write_text(
+        'agent_url: "http://h:1"\ns3_bucket: "rl-results"\nmax_concurent: 4\nrollout_batch_size: 2\n'
+    )
     args = make_args(custom_config_path=str(path))
     for key, value in yaml.safe_load(path.read_text()).items():
         setattr(args, key, value)
@@ -159,7 +164,11 @@ def test_unknown_toolkit_yaml_key_names_the_closest(tmp_path: Path) -> None:
     ("key", "value", "text"),
     [
         ("max_concurrent", "many", "max_concurrent: 'many' from"),
-        ("cumulative_token_mode", "yes", "cumulative_token_mode: 'yes' from"),  # one vocabulary: true/false/1/0
+        (
+            "cumulative_token_mode",
+            "yes",
+            "cumulative_token_mode: 'yes' from",
+        ),  # one vocabulary: true/false/1/0
         ("gateway_port", 1.5, "gateway_port: 1.5 from"),
         ("acr_timeout", [1], "acr_timeout: [1] from"),
         ("model_id", 7, "model_id: 7 from"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcore_slime._padding import dp_layout, pad_for_dp
-from agentcore_slime._samples import KIND_PADDING, is_padding, zero_gradient_sample
+from agentcore_slime._samples import KIND_PADDING, ShimRecord, is_padding, zero_gradient_sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample
@@ -15,9 +15,9 @@ from shim.standins import make_args
 
 
 def padding(sample: Any, rollout_id: int) -> Sample:
-    info = {"kind": KIND_PADDING, "session_id": None}
+    record = ShimRecord(kind=KIND_PADDING)
     return zero_gradient_sample(
-        Sample, template=sample, info=info, rollout_id=rollout_id, status=Sample.Status.FAILED
+        Sample, template=sample, record=record, rollout_id=rollout_id, status=Sample.Status.FAILED
     )
 
 

@@ -131,3 +131,84 @@ def test_group_normalize_is_slimes_formula(values: list[float]) -> None:
         assert got == [0.0] * len(values)
     else:
         assert got == pytest.approx([(v - mean) / (std + 1e-6) for v in values], rel=1e-9, abs=1e-9)
+
+
+ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    estimator=st.sampled_from(ESTIMATORS),
+    rewards_normalization=st.booleans(),
+    std_normalization=st.booleans(),
+    n=st.integers(1, 5),
+    segments=st.lists(st.integers(1, 3), min_size=1, max_size=15),
+    data=st.data(),
+)
+def test_hook_computes_slimes_post_process_rewards_per_episode(
+    estimator: str,
+    rewards_normalization: bool,
+    std_normalization: bool,
+    n: int,
+    segments: list[int],
+    data: Any,
+) -> None:
+    """For every --advantage-estimator and normalization switch, each episode gets what slime's
+    ``_post_process_rewards`` (fa3c990; the stand-in restates it) gives that episode when every
+    episode is one sample; all segments of a multi-segment episode carry that value."""
+    from slime.ray.rollout import _post_process_rewards
+
+    batch = max(1, len(segments) // n)
+    values = st.sampled_from([0.0, 0.5, 1.0, -2.0])
+    rewards = data.draw(st.lists(values, min_size=batch * n, max_size=batch * n))
+    hook_args = args(
+        advantage_estimator=estimator,
+        rewards_normalization=rewards_normalization,
+        grpo_std_normalization=std_normalization and n > 1,  # slime forces it off for n = 1
+        n_samples_per_prompt=n,
+        rollout_batch_size=batch,
+    )
+    _, expected = _post_process_rewards(
+        hook_args, [sample(i // n, f"s{i}", r) for i, r in enumerate(rewards)]
+    )
+    split = [
+        sample(i // n, f"s{i}", r) for i, r in enumerate(rewards) for _ in range(segments[i % len(segments)])
+    ]
+    raw, normalized = normalize_episode_rewards(hook_args, split)
+    by_session = {s.session_id: value for s, value in zip(split, normalized, strict=True)}
+    assert raw == [s.reward for s in split]
+    for i, value in enumerate(expected):
+        assert by_session[f"s{i}"] == pytest.approx(value, abs=1e-9)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@pytest.mark.parametrize("rewards_normalization", [True, False])
+@pytest.mark.parametrize("std_normalization", [True, False])
+def test_each_estimator_against_the_standin(
+    estimator: str, rewards_normalization: bool, std_normalization: bool
+) -> None:
+    """Worked example per estimator: two groups of three episodes, the second episode in two segments."""
+    from slime.ray.rollout import _post_process_rewards
+
+    hook_args = args(
+        advantage_estimator=estimator,
+        rewards_normalization=rewards_normalization,
+        grpo_std_normalization=std_normalization,
+        n_samples_per_prompt=3,
+        rollout_batch_size=2,
+    )
+    rewards = [1.0, 0.0, 0.5, -1.0, 2.0, 2.0]
+    _, expected = _post_process_rewards(
+        hook_args, [sample(i // 3, f"s{i}", r) for i, r in enumerate(rewards)]
+    )
+    split = [sample(i // 3, f"s{i}", r) for i, r in enumerate(rewards) for _ in range(2 if i == 1 else 1)]
+    _, normalized = normalize_episode_rewards(hook_args, split)
+    assert normalized == pytest.approx(expected[:2] + expected[1:], abs=1e-12)
+    centred = estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline") and rewards_normalization
+    assert (normalized == [s.reward for s in split]) is not centred
+
+
+def test_identity_ignores_the_estimator() -> None:
+    hook_args = args(reward_postprocessing="identity", advantage_estimator="grpo")
+    _, normalized = normalize_episode_rewards(hook_args, [sample(0, "a", 1.0), sample(0, "b", 0.0)])
+    assert normalized == [1.0, 0.0]

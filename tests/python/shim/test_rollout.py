@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import is_padding, shim_info
+from agentcore_slime._samples import ShimRecord, is_padding
 from agentcore_slime.config import ConfigError
 from agentcore_slime.rewards import normalize_episode_rewards
 from fakes.data_source import ListDataSource
@@ -104,7 +104,7 @@ def test_thirty_percent_failures_in_one_step(
     failed = [s for s in samples if s.status == Sample.Status.FAILED]
     assert len(failed) == 3
     assert all(s.loss_mask == [0] and s.reward == 0.0 and s.response == "" for s in failed)
-    reasons = [shim_info(s)["reason"] for s in failed]
+    reasons = [ShimRecord.of(s).reason for s in failed]
     assert reasons[0].startswith("agent error result (status_code 500): tool crashed")
     assert reasons[1].startswith("invoke failed: HTTP 500") and reasons[2].startswith("timeout")
     records = [r for r in caplog.records if r.name.startswith("agentcore_slime")]
@@ -127,7 +127,7 @@ def test_bad_metadata_and_missing_traces_fail_their_episode(
         0,
         ListDataSource(data, n_samples_per_prompt=1),
     )
-    reasons = [shim_info(g[0]).get("reason") for g in output.samples]
+    reasons = [ShimRecord.of(g[0]).reason for g in output.samples]
     assert reasons[0] is None
     assert reasons[1] == "no usable traces (0 calls recorded by the gateway)"
     assert reasons[2].startswith("row metadata is list, not a dict")
@@ -150,7 +150,7 @@ def test_padding_for_the_dp_split(s3_bucket: str, agents: Any, shim_state: Any) 
         n_samples_per_prompt=3,
         actor_num_gpus_per_node=4,
         micro_batch_size=1,
-        global_batch_size=4,
+        global_batch_size=6,  # divides the 6 episodes (a non-divisor is refused)
     )
     output = rollout.generate_rollout(args, 0, ListDataSource(rows("ok", "break"), n_samples_per_prompt=3))
     samples = flatten(output.samples)

@@ -1,0 +1,1 @@
+"""Stand-in of ``slime.ray`` (only the reward post-processing; see the README)."""
