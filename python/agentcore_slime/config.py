@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,14 +166,14 @@ def _cross_checks(values: dict[str, Value], source: str) -> list[ConfigError]:
         if values[name] is None:
             key = KEYS_BY_NAME[name]
             problems.append(ConfigError(f"{key.yaml_key}: not set ({key.help})", _where(key, source)))
-    checks = [(check_agent, (values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]))]
+    checks: list[Callable[[], None]] = [lambda: check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"])]
     if values["EXP_ID"] is not None:
-        checks.append((check_exp_id, (str(values["EXP_ID"]),)))
+        checks.append(lambda: check_exp_id(str(values["EXP_ID"])))
     if values["S3_BUCKET"] is not None:
-        checks.append((check_bucket, (str(values["S3_BUCKET"]),)))
-    for check, check_args in checks:
+        checks.append(lambda: check_bucket(str(values["S3_BUCKET"])))
+    for check in checks:
         try:
-            check(*check_args)  # type: ignore[operator]
+            check()
         except ConfigError as exc:
             problems.append(ConfigError(exc.what, f"{exc.how}; set it in {source}"))
     return problems
@@ -250,7 +251,7 @@ def _global_batch_problems(args: Any) -> list[ConfigError]:
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (batch, n, gbs)):
         return []
     try:
-        check_global_batch_divides(int(gbs), int(batch) * int(n))  # type: ignore[call-overload]
+        check_global_batch_divides(int(str(gbs)), int(str(batch)) * int(str(n)))
     except ConfigError as exc:
         return [exc]
     return []
