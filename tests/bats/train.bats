@@ -325,10 +325,21 @@ esac'
     flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" "$WORK/exp.env" -- --reward-key score
   [[ $stderr == *"--reward-key in EXTRA_FLAGS or after --"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env" -- --log-passrate
+  [[ $stderr == "bin/train: --log-passrate in EXTRA_FLAGS or after -- is not supported ("* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env" -- --global-batch-size 3
+  [[ $stderr == *"--global-batch-size 3 does not divide the rollout's"* ]] || flunk "$stderr"
   refute_calls
   run -0 "$TRAIN" "$WORK/exp.env" -- --rollout-top-p 1.0
   run -0 flag_value --rollout-top-p
   assert_output "1.0"
+}
+
+@test "reward flags the hook honours pass through: --advantage-estimator, --disable-rewards-normalization" {
+  run -0 "$TRAIN" "$WORK/exp.env" -- --advantage-estimator gspo --disable-rewards-normalization
+  run -0 job_argv
+  [[ $output == *$'--advantage-estimator\ngrpo\n'*$'--advantage-estimator\ngspo\n--disable-rewards-normalization' ]] ||
+    flunk "the pass-through flags do not come last: $output"
 }
 
 @test "an env file with several mistakes: every one on its own stderr line, exit 2, nothing runs" {
