@@ -63,7 +63,6 @@ class _Session:
     chain: ChainState | None = None  # after the last recorded call
     chain_before: ChainState | None = None  # before it (a client retry of that call rebuilds from here)
     last_request: tuple[list[dict[str, Any]], str] | None = None
-    chain_breaks: int = 0
     deleted: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -506,7 +505,6 @@ class Gateway:
         )
         session.last_request = (call.messages, call.tools_key)
         if trace.chain_break:
-            session.chain_breaks += 1
             logger.info("session %s: cumulative chain broken (%s)", session.sid, trace.chain_break)
 
         def undo() -> None:

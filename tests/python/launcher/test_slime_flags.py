@@ -70,6 +70,7 @@ def PAIRS(values: list[str]) -> bool:  # noqa: N802
 
 # slime calls save_hf.format(rollout_id=...) (megatron_utils/actor.py:574-575 at fa3c990)
 SAVE_HF = _one(lambda v: "{rollout_id}" in v and "{}" not in v)
+# SGLang 0.5.13 names read at the pinned version (FunctionCallParser / ReasoningParser), a subset
 TOOL_CALL_PARSERS = ("qwen", "qwen25", "qwen3_coder", "hermes", "llama3", "mistral", "deepseekv3", "glm45")
 REASONING_PARSERS = ("qwen3", "qwen3-thinking", "deepseek-r1", "glm45", "kimi", "gpt-oss")
 
@@ -311,3 +312,14 @@ def test_the_check_rejects_a_misspelt_or_ignored_flag(tmp_path: Path) -> None:
     bad.write_text(text.replace("--kl-loss-type low_var_kl", "--kl-loss-type kl", 1))
     with pytest.raises(AssertionError, match="does not fit"):
         test_every_flag_exists_at_the_pinned_commits_with_a_valid_value(bad)
+
+
+def test_parser_choices_of_the_settings_are_names_sglang_accepts() -> None:
+    """bin/train accepts a parser name only if both SGLang and the gateway know it (one table)."""
+    from agentcore_slime.launch.schema import KEYS_BY_NAME, NONE
+
+    for name, sglang in (
+        ("SGLANG_TOOL_CALL_PARSER", TOOL_CALL_PARSERS),
+        ("SGLANG_REASONING_PARSER", REASONING_PARSERS),
+    ):
+        assert set(KEYS_BY_NAME[name].choices) - {NONE} <= set(sglang), name
