@@ -183,12 +183,21 @@ def test_schema_is_consistent() -> None:
             assert key.default is None and KEYS_BY_NAME[key.default_from].kind is key.kind
 
 
-def test_docs_reference_table_is_current() -> None:
-    """docs/launcher.md embeds the generated table (regenerate: python3 -m agentcore_slime.launch.schema)."""
-    from agentcore_slime.launch.schema import reference_table
+@pytest.mark.parametrize(
+    ("doc", "block"),
+    [
+        ("docs/launcher.md", "env"),
+        ("docs/rollout.md", "rollout"),
+        ("docs/gateway.md", "gateway"),
+        ("docs/gateway.md", "names"),
+    ],
+)
+def test_docs_reference_tables_are_current(doc: str, block: str) -> None:
+    """The docs embed the tables generated from the schema, markers included (regenerate with
+    ``PYTHONPATH=python python3 -m agentcore_slime.launch.schema <block>``)."""
+    from agentcore_slime.launch.schema import generated_block
 
-    docs = (Path(__file__).resolve().parents[3] / "docs" / "launcher.md").read_text()
-    assert reference_table() in docs
+    assert generated_block(block) in (Path(__file__).resolve().parents[3] / doc).read_text()
 
 
 def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
