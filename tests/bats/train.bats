@@ -299,7 +299,10 @@ esac'
 
 @test "ray missing in a real run: exit 127 before anything is rendered" {
   rm "$STUB_DIR/ray"
-  PATH="$STUB_DIR:$REPO_ROOT/bin:$TEST_PYTHON_DIR:/usr/bin:/bin" run -127 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  # the test venv also holds a real ray: keep its bin/ off PATH, or the rendered script would
+  # run for real (stale-process cleanup included)
+  TOOLKIT_PYTHON="$TEST_PYTHON_DIR/python3" PATH="$STUB_DIR:$REPO_ROOT/bin:/usr/bin:/bin" \
+    run -127 --separate-stderr "$TRAIN" "$WORK/exp.env"
   [[ $stderr == *"ray not found on PATH"* ]] || flunk "$stderr"
   [[ ! -e $TOOLKIT_RUNS_DIR ]]
 }
