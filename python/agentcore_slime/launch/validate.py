@@ -311,11 +311,12 @@ _FLAGS_OWNED_ELSEWHERE = {
 ADVANTAGE_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")
 
 
-def check_slime_flags(words: list[str], config: Config) -> None:
+def check_slime_flags(words: list[str], config: Config | None = None) -> None:
     """Refuse pass-through slime flags (EXTRA_FLAGS, flags after ``--``) that cannot work.
 
     :param words: the pass-through flags, in order.
-    :param config: the resolved configuration (the rollout's episode count).
+    :param config: the resolved configuration (the rollout's episode count; without it the
+        ``--global-batch-size`` check is skipped).
     :raises ConfigError: a flag that carries a secret, a flag the toolkit owns, a
         ``--rollout-top-p`` other than 1 (the rollout does not replay SGLang's top-p token
         sets, which slime's loss then needs), ``--log-passrate``, an ``--advantage-estimator``
@@ -336,7 +337,7 @@ def check_slime_flags(words: list[str], config: Config) -> None:
                 f"--advantage-estimator {value} in EXTRA_FLAGS or after --",
                 f"slime knows {', '.join(ADVANTAGE_ESTIMATORS)}",
             )
-        if flag == "--global-batch-size":
+        if flag == "--global-batch-size" and config is not None:
             check_global_batch_divides(_to_int_or_zero(value), global_batch_size(config.values))
 
 
