@@ -62,19 +62,19 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         if not self.model_dir:
-            raise ValueError(
+            raise ConfigError(
                 "GatewayConfig.model_dir is empty (set MODEL_DIR / --hf-checkpoint to the model directory)"
             )
         if self.log_level.lower() not in LOG_LEVELS:
-            raise ValueError(
+            raise ConfigError(
                 f"log level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)} (GATEWAY_LOG_LEVEL)"
             )
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"port {self.port} is not in 0..65535 (GATEWAY_PORT; 0 picks a free port)")
+            raise ConfigError(f"port {self.port} is not in 0..65535 (GATEWAY_PORT; 0 picks a free port)")
         if self.context_length is not None and self.context_length < 2:
-            raise ValueError(f"context_length {self.context_length} is too small (SGLANG_CONTEXT_LENGTH)")
+            raise ConfigError(f"context_length {self.context_length} is too small (SGLANG_CONTEXT_LENGTH)")
         if self.engine_retries < 0 or self.engine_retry_backoff < 0 or self.engine_timeout <= 0:
-            raise ValueError("engine_retries and engine_retry_backoff must be >= 0, engine_timeout > 0")
+            raise ConfigError("engine_retries and engine_retry_backoff must be >= 0, engine_timeout > 0")
 
     @property
     def level(self) -> int:

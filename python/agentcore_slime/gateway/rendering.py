@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentcore_slime.errors import ConfigError
 from agentcore_slime.launch.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
 
 logger = logging.getLogger(__name__)
@@ -228,9 +229,8 @@ def _parser(name: str | None, table: dict[str, str], what: str, env: str) -> str
         return None
     if name in table:
         return table[name]
-    raise ValueError(
-        f"unknown {what} {name!r} (set {env} to one of: {', '.join(sorted(table))}, or unset it)"
-    )
+    names = ", ".join(sorted(table))
+    raise ConfigError(f"unknown {what} {name!r}", f"set {env} to one of: {names}, or unset it")
 
 
 def build_renderer(
@@ -257,7 +257,7 @@ def build_renderer(
     try:
         config = config_from_name(family)
     except ValueError as err:
-        raise ValueError(f"unknown RENDERER_FAMILY {family!r}: {err}") from None
+        raise ConfigError(f"unknown RENDERER_FAMILY {family!r}: {err}") from None
     return create_renderer(tokenizer, config)
 
 
