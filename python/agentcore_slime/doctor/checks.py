@@ -1,0 +1,87 @@
+"""The table of checks and the two ways to run them: all (bin/doctor) or the blocking ones (bin/train).
+
+Blocking checks are offline, fast and about inputs that cannot change before the run starts
+(model, data, disk). GPUs, ports and imports are not blocking: a stale run of this user may
+hold them, and train.sh stops it only after the checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..launch.validate import Config
+from .aws import check_aws
+from .context import Context
+from .data import check_data
+from .disk import check_disk
+from .environment import check_environment
+from .flags import check_flags
+from .gpus import check_gpus
+from .model import check_model
+from .report import Result, failed
+from .rollout import check_rollout
+
+
+@dataclass(frozen=True)
+class Check:
+    """One group of checks.
+
+    :param group: the name before the dot of its results.
+    :param run: the function producing its results.
+    :param blocking: bin/train runs it before anything starts.
+    :param network: it needs the network (skipped with --offline).
+    """
+
+    group: str
+    run: Callable[[Context], list[Result]]
+    blocking: bool = False
+    network: bool = False
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("env", check_environment),
+    Check("gpus", check_gpus),
+    Check("model", check_model, blocking=True),
+    Check("flags", check_flags),
+    Check("data", check_data, blocking=True),
+    Check("rollout", check_rollout),
+    Check("aws", check_aws, network=True),
+    Check("disk", check_disk, blocking=True),
+)
+
+
+def run_checks(ctx: Context, only_blocking: bool = False) -> list[Result]:
+    """Run the checks in order; a check that crashes is a FAIL of its group, not a crash.
+
+    :param ctx: the check context.
+    :param only_blocking: run only the blocking (offline, fast) checks.
+    """
+    results: list[Result] = []
+    for check in CHECKS:
+        if (only_blocking and not check.blocking) or (check.network and ctx.offline):
+            continue
+        try:
+            results += check.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
+            results.append(
+                failed(
+                    f"{check.group}.error",
+                    f"the check crashed: {type(exc).__name__}: {exc}",
+                    "report this bug",
+                )
+            )
+    return results
+
+
+def blocking_checks(config: Config, repo: Path, slime_flags: list[str], variant: str) -> list[Result]:
+    """The checks bin/train (and bin/eval) run before they stop or start any process.
+
+    :param config: the resolved env file.
+    :param repo: the toolkit checkout.
+    :param slime_flags: the flags after ``--``.
+    :param variant: the script about to be rendered.
+    """
+    ctx = Context(config=config, repo=repo, slime_flags=slime_flags, variant=variant, offline=True)
+    return run_checks(ctx, only_blocking=True)

@@ -1,0 +1,192 @@
+"""Environment checks: bash and python versions, what the job imports, the slime checkout, Ray.
+
+The job runs ``python3 train.py`` through ``ray job submit`` with PYTHONPATH = MEGATRON_DIR and
+this toolkit's python/ (as train.sh sets it), so the imports are tried by that python with that
+PYTHONPATH (TOOLKIT_JOB_PYTHON overrides which python).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from .context import Context
+from .report import Result, failed, passed, warned
+
+#: what the job imports: slime's stack, then this package and its dependencies
+JOB_MODULES = (
+    "slime",
+    "megatron.core",
+    "sglang",
+    "sglang_router",
+    "ray",
+    "agentcore_slime.rollout",
+    "boto3",
+    "yaml",
+    "aiohttp",
+    "httpx",
+    "renderers",
+    "transformers",
+)
+_IMPORTS = Path(__file__).with_name("_imports.py")
+_PIN = re.compile(r'^PIN_SLIME="([0-9a-f]{7,40})"', re.MULTILINE)
+
+
+def check_bash(ctx: Context) -> Result:
+    """bash >= 4.4 (the rendered scripts need it).
+
+    :param ctx: the check context.
+    """
+    try:
+        out = subprocess.run(
+            ["bash", "-c", 'echo "${BASH_VERSINFO[0]} ${BASH_VERSINFO[1]} $BASH_VERSION"'],
+            capture_output=True,
+            text=True,
+            env=dict(ctx.environ),
+            timeout=30,
+            check=True,
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return failed("env.bash", "bash does not run", "install bash >= 4.4")
+    if (int(out[0]), int(out[1])) < (4, 4):
+        return failed("env.bash", f"bash {out[2]}", "install bash >= 4.4")
+    return passed("env.bash", f"bash {out[2]}")
+
+
+def check_job_python(ctx: Context) -> list[Result]:
+    """The job's python version and each module it imports.
+
+    :param ctx: the check context.
+    """
+    data, error = ctx.run_job_python(_IMPORTS, *JOB_MODULES)
+    if data is None:
+        return [
+            failed(
+                "env.python",
+                f"the job's python does not run: {error}",
+                "put python3 >= 3.10 on PATH, or set TOOLKIT_JOB_PYTHON",
+            )
+        ]
+    version = str(data.get("python", "0.0.0"))
+    results = []
+    if tuple(int(part) for part in version.split(".")[:2]) < (3, 10):
+        results.append(
+            failed(
+                "env.python", f"the job's python is {version}", "use python >= 3.10 (the slime environment)"
+            )
+        )
+    else:
+        results.append(passed("env.python", f"the job's python {ctx.job_python} is {version}"))
+    modules = data.get("modules") or {}
+    broken = {name: info["error"] for name, info in modules.items() if info.get("error")}
+    if broken:
+        shown = "; ".join(f"{name}: {err}" for name, err in broken.items())
+        results.append(
+            failed(
+                "env.imports",
+                f"the job's python cannot import {', '.join(broken)} ({shown})",
+                "activate the slime environment (install_slime.sh) and pip install -e python/ "
+                "of this toolkit",
+            )
+        )
+    else:
+        results.append(passed("env.imports", f"the job's python imports {', '.join(modules)}"))
+    ray = modules.get("ray", {})
+    if ray and not ray.get("error"):
+        results.append(check_ray_auth(ctx, str(ray.get("version", ""))))
+    return results
+
+
+def check_ray_auth(ctx: Context, version: str) -> Result:
+    """The Ray version and whether its token authentication will be on.
+
+    :param ctx: the check context.
+    :param version: ray.__version__ of the job's python.
+    """
+    token_file = Path(ctx.environ.get("HOME", "~")).expanduser() / ".ray" / "auth_token"
+    if ctx.environ.get("RAY_AUTH_MODE") == "token":
+        auth = "token authentication on (RAY_AUTH_MODE=token)"
+    elif token_file.exists():
+        auth = f"token authentication on ({token_file} exists: a new head turns it on)"
+    else:
+        auth = "no token authentication configured"
+    return passed("env.ray", f"ray {version}; {auth}")
+
+
+def check_checkouts(ctx: Context) -> list[Result]:
+    """SLIME_DIR and MEGATRON_DIR exist; slime is at the commit install_slime.sh pins.
+
+    :param ctx: the check context.
+    """
+    slime, megatron = Path(str(ctx.value("SLIME_DIR"))), Path(str(ctx.value("MEGATRON_DIR")))
+    results = []
+    if (slime / "train.py").is_file():
+        results.append(passed("env.slime-dir", f"{slime} is a slime checkout"))
+    else:
+        results.append(
+            failed("env.slime-dir", f"{slime}/train.py does not exist", "set SLIME_DIR to the slime checkout")
+        )
+    if (megatron / "megatron").is_dir():
+        results.append(passed("env.megatron-dir", f"{megatron} is a Megatron-LM checkout"))
+    else:
+        results.append(
+            failed(
+                "env.megatron-dir",
+                f"{megatron}/megatron does not exist",
+                "set MEGATRON_DIR to the Megatron-LM checkout",
+            )
+        )
+    results.append(check_slime_commit(ctx, slime))
+    return results
+
+
+def pinned_slime_commit(repo: Path) -> str | None:
+    """The slime commit install_slime.sh installs (its ``PIN_SLIME=`` line).
+
+    :param repo: the toolkit checkout.
+    """
+    try:
+        match = _PIN.search((repo / "install_slime.sh").read_text(encoding="utf-8"))
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def check_slime_commit(ctx: Context, slime: Path) -> Result:
+    """Warn when the slime checkout is not at the pinned commit (its flags may differ).
+
+    :param ctx: the check context.
+    :param slime: SLIME_DIR.
+    """
+    name, pin = "env.slime-commit", pinned_slime_commit(ctx.repo)
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(slime), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            env=dict(ctx.environ),
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return warned(
+            name,
+            f"{slime} is not a git checkout: its commit is unknown",
+            f"install slime at {pin} (install_slime.sh)",
+        )
+    if pin is None or head.startswith(pin) or pin.startswith(head):
+        return passed(name, f"slime at {head[:12]} (the commit install_slime.sh pins)")
+    return warned(
+        name,
+        f"slime at {head[:12]}, install_slime.sh pins {pin[:12]}: flags and checks may differ",
+        f"git -C {slime} checkout {pin[:12]}, or rerun install_slime.sh",
+    )
+
+
+def check_environment(ctx: Context) -> list[Result]:
+    """Every environment check.
+
+    :param ctx: the check context.
+    """
+    return [check_bash(ctx), *check_checkouts(ctx), *check_job_python(ctx)]

@@ -1,0 +1,156 @@
+"""Rollout checks: the gateway's renderer for the model, free ports, a gateway address agents reach.
+
+An unreachable gateway address does not fail at start-up: every episode times out after
+ACR_TIMEOUT instead. Agents on ACR run in AWS, so a loopback address can never work for them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from pathlib import Path
+
+from .context import Context
+from .report import Result, failed, passed, warned
+
+_PROBE = Path(__file__).with_name("_renderer_probe.py")
+#: (env-file key if the schema has one, Ray's default, check name, what it is)
+RAY_PORTS = (
+    ("RAY_PORT", 6379, "ray-gcs", "Ray GCS"),
+    ("RAY_DASHBOARD_PORT", 8265, "ray-dashboard", "Ray dashboard / job API"),
+    ("RAY_CLIENT_SERVER_PORT", 10001, "ray-client", "Ray client server"),
+)
+
+
+def check_renderer(ctx: Context) -> Result:
+    """The renderer family the gateway resolves, and whether cumulative mode can bridge.
+
+    :param ctx: the check context.
+    """
+    name = "rollout.renderer"
+    args = [
+        str(ctx.value("MODEL_DIR")),
+        str(ctx.value("RENDERER_FAMILY") or "auto"),
+        str(ctx.value("SGLANG_TOOL_CALL_PARSER") or ""),
+        str(ctx.value("SGLANG_REASONING_PARSER") or ""),
+    ]
+    data, error = ctx.run_job_python(_PROBE, *args)
+    if data is None or data.get("error"):
+        why = error or str((data or {}).get("error"))
+        return failed(
+            name,
+            f"the gateway cannot build a renderer: {why}",
+            "fix RENDERER_FAMILY / MODEL_DIR, or the parsers",
+        )
+    found = f"family {data['family']} ({data['reason']})"
+    cumulative = bool(ctx.value("CUMULATIVE_TOKEN_MODE"))
+    if data.get("bridge"):
+        return passed(name, f"{found}; cumulative mode bridges with {data['bridge']}")
+    if cumulative:
+        return warned(
+            name,
+            f"{found}; CUMULATIVE_TOKEN_MODE=true but no bridge fits: every call is rendered in full",
+            "set RENDERER_FAMILY to a renderers family of this model, or CUMULATIVE_TOKEN_MODE=false",
+        )
+    return passed(name, f"{found}; no bridge (CUMULATIVE_TOKEN_MODE is off)")
+
+
+def port_in_use(port: int) -> bool:
+    """Whether a TCP listener holds ``port`` on this host (a bind of all addresses fails).
+
+    :param port: the port.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
+
+
+def check_ports(ctx: Context) -> list[Result]:
+    """The gateway port and Ray's ports are free.
+
+    :param ctx: the check context.
+    """
+    wanted = [("GATEWAY_PORT", int(str(ctx.value("GATEWAY_PORT"))), "gateway", "gateway")]
+    for key, default, slug, what in RAY_PORTS:
+        value = ctx.value(key)  # None when the schema has no such key: Ray's default
+        wanted.append((key, int(str(value)) if value is not None else default, slug, what))
+    results = []
+    for key, port, slug, what in wanted:
+        name = f"rollout.port.{slug}"
+        if port == 0:
+            results.append(passed(name, f"{key}=0: the {what} picks a free port"))
+        elif port_in_use(port):
+            results.append(
+                warned(
+                    name,
+                    f"port {port} ({what}) is in use",
+                    f"stop what listens there (ss -ltnp 'sport = :{port}'; bin/train stops only this user's "
+                    f"stale Ray and SGLang), or choose another {key}",
+                )
+            )
+        else:
+            results.append(passed(name, f"port {port} ({what}) is free"))
+    return results
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+        except (OSError, ValueError):
+            return False
+
+
+def runtime_host(environ: dict[str, str]) -> str:
+    """The address slime picks when GATEWAY_HOST is unset (slime ``get_host_info`` at fa3c990):
+    SLIME_HOST_IP, else the source address of a UDP route probe, else the hostname's address.
+
+    :param environ: the process environment.
+    """
+    if environ.get("SLIME_HOST_IP"):
+        return environ["SLIME_HOST_IP"]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("8.8.8.8", 80))  # UDP: nothing is sent
+            return str(probe.getsockname()[0])
+    except OSError:
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"
+
+
+def check_gateway_address(ctx: Context) -> Result:
+    """Agents on ACR can reach the gateway: its address is not loopback.
+
+    :param ctx: the check context.
+    """
+    name = "rollout.gateway-address"
+    host = ctx.value("GATEWAY_HOST")
+    where = f"GATEWAY_HOST={host}" if host else f"{runtime_host(dict(ctx.environ))} (chosen at run time)"
+    address = str(host) if host else where.split()[0]
+    if ctx.value("AGENT_RUNTIME_ARN") is None:
+        return passed(name, f"{where}; agents run locally (AGENT_URL)")
+    if _is_loopback(address):
+        return failed(
+            name,
+            f"{where} is a loopback address, which agents on ACR cannot reach (every episode would time out)",
+            "set GATEWAY_HOST to this node's address that the agent's network reaches",
+        )
+    return passed(name, f"{where} is not loopback")
+
+
+def check_rollout(ctx: Context) -> list[Result]:
+    """Every rollout check.
+
+    :param ctx: the check context.
+    """
+    return [check_renderer(ctx), *check_ports(ctx), check_gateway_address(ctx)]
