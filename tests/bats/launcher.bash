@@ -14,6 +14,7 @@ make_install() { # <dir>
   : >"$dir/slime/train.py"
   cp "$LAUNCHER_FIXTURES"/models/*.sh "$dir/slime/scripts/models/"
   echo '{"model_type": "qwen2"}' >"$dir/model/config.json"
+  echo '{"version": "1.0"}' >"$dir/model/tokenizer.json"
   echo '{"prompt": "1+1?", "metadata": {"answer": "2"}}' >"$dir/data/train.jsonl"
   cp "$dir/data/train.jsonl" "$dir/data/gsm8k_test.jsonl"
 }

@@ -68,7 +68,8 @@ def test_real_run_with_missing_paths_is_an_error(env_file: Path, capsys) -> None
 def test_real_run_execs_bash_on_the_script(env_file: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
-    (tmp_path / "d.jsonl").write_text("{}\n")
+    (tmp_path / "m" / "tokenizer.json").write_text("{}")
+    (tmp_path / "d.jsonl").write_text('{"prompt": "1+1?", "metadata": {}}\n')
     models = tmp_path / "slime" / "scripts" / "models"
     models.mkdir(parents=True)
     (tmp_path / "slime" / "train.py").write_text("")
