@@ -83,7 +83,12 @@ def make_context(install: Path, bin_dir: Path, tmp_path: Path) -> MakeContext:
             **(environ or {}),
         }
         return Context(
-            config=config, repo=REPO, slime_flags=slime_flags or [], variant=variant, environ=env, offline=offline
+            config=config,
+            repo=REPO,
+            slime_flags=slime_flags or [],
+            variant=variant,
+            environ=env,
+            offline=offline,
         )
 
     return make

@@ -22,14 +22,15 @@ def by_name(results: list[Result]) -> dict[str, Result]:
     return {result.check: result for result in results}
 
 
-def stub(bin_dir: Path, name: str, body: str) -> Path:
-    """An executable ``name`` in ``bin_dir`` running the bash ``body``.
+def stub(bin_dir: Path, name: str, body: str, shell: str = "/bin/bash") -> Path:
+    """An executable ``name`` in ``bin_dir`` running ``body``.
 
     :param bin_dir: the stub directory.
     :param name: the command's name.
-    :param body: bash code.
+    :param body: shell code.
+    :param shell: the interpreter (by absolute path, so a stub of bash does not run itself).
     """
     path = bin_dir / name
-    path.write_text(f"#!/usr/bin/env bash\n{body}\n")
+    path.write_text(f"#!{shell}\n{body}\n")
     path.chmod(0o755)
     return path

@@ -33,8 +33,12 @@ def test_bad_rows_fail_with_the_count_and_the_first_ten_line_numbers(
 def test_missing_and_empty_files_fail(make_context: MakeContext, tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
-    results = by_name(check_data(make_context(DATA_PATH=str(empty), VAL_DATA_PATH=str(tmp_path / "nope.jsonl"))))
-    assert results["data.DATA_PATH"].status is Status.FAIL and "has no rows" in results["data.DATA_PATH"].found
+    results = by_name(
+        check_data(make_context(DATA_PATH=str(empty), VAL_DATA_PATH=str(tmp_path / "nope.jsonl")))
+    )
+    assert (
+        results["data.DATA_PATH"].status is Status.FAIL and "has no rows" in results["data.DATA_PATH"].found
+    )
     assert results["data.VAL_DATA_PATH"].status is Status.FAIL
     assert "does not exist" in results["data.VAL_DATA_PATH"].found
 

@@ -12,7 +12,11 @@ EIGHT_FREE = "\n".join(f"{i}, 81559, 81000" for i in range(8))
 
 
 def test_enough_free_gpus_pass(make_context: MakeContext, bin_dir: Path) -> None:
-    stub(bin_dir, "nvidia-smi", f'[[ $1 == --query-gpu=index,memory.total,memory.free ]] || exit 9\necho "{EIGHT_FREE}"')
+    stub(
+        bin_dir,
+        "nvidia-smi",
+        f'[[ $1 == --query-gpu=index,memory.total,memory.free ]] || exit 9\necho "{EIGHT_FREE}"',
+    )
     result = check_nvidia_smi(make_context())
     assert result.status is Status.PASS and result.found.startswith("8 GPUs")
 
@@ -57,7 +61,9 @@ def _memory_saver(site: Path, *libraries: str) -> None:
         (site / name).write_text("")
 
 
-def test_memory_saver_cu13_build_is_fine_only_with_cuda_home(make_context: MakeContext, tmp_path: Path) -> None:
+def test_memory_saver_cu13_build_is_fine_only_with_cuda_home(
+    make_context: MakeContext, tmp_path: Path
+) -> None:
     """The layout fix_torch_memory_saver (templates/lib/cuda.sh) repairs: only a _cu13 library."""
     site = tmp_path / "site"
     _memory_saver(site, "torch_memory_saver_hook_mode_preload_cu13.abi3.so")

@@ -11,7 +11,9 @@ from agentcore_slime.doctor.report import Status
 from doctor_helpers import MakeContext, by_name
 
 
-def test_the_known_trap_qwen25_32b_instruct_norm_epsilon_fails_with_the_fix(make_context: MakeContext) -> None:
+def test_the_known_trap_qwen25_32b_instruct_norm_epsilon_fails_with_the_fix(
+    make_context: MakeContext,
+) -> None:
     results = by_name(check_model(make_context()))
     eps = results["model.norm-epsilon"]
     assert eps.status is Status.FAIL
@@ -37,7 +39,9 @@ def test_the_base_model_config_passes(make_context: MakeContext, install: Path) 
     assert all(r.status is Status.PASS for r in results), [r.line() for r in results]
 
 
-def test_the_script_is_sourced_with_its_sibling_and_variables(make_context: MakeContext, install: Path) -> None:
+def test_the_script_is_sourced_with_its_sibling_and_variables(
+    make_context: MakeContext, install: Path
+) -> None:
     ctx = make_context()
     words, error = read_model_args(ctx, install / "slime" / "scripts" / "models" / "qwen2.5-32B.sh")
     assert error == "" and words is not None
@@ -101,7 +105,10 @@ def test_missing_config_and_tokenizer_fail(make_context: MakeContext, tmp_path: 
     empty = tmp_path / "empty-model"
     empty.mkdir()
     results = by_name(check_model(make_context(MODEL_DIR=str(empty))))
-    assert results["model.config"].status is Status.FAIL and "config.json does not exist" in results["model.config"].found
+    assert (
+        results["model.config"].status is Status.FAIL
+        and "config.json does not exist" in results["model.config"].found
+    )
     assert results["model.tokenizer"].status is Status.FAIL
 
 

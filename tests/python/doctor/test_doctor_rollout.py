@@ -1,0 +1,70 @@
+"""Rollout checks: the gateway's renderer choice, free ports, a gateway address agents can reach.
+
+The renderer is resolved by the gateway's own code in the job's python, on the locally built
+Qwen2.5-like tokenizer of tests/python/fakes/toy_tokenizer.py (real transformers + renderers).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from agentcore_slime.doctor.report import Status
+from agentcore_slime.doctor.rollout import check_gateway_address, check_ports, check_renderer
+from doctor_helpers import MakeContext, by_name
+from fakes.toy_tokenizer import build_toy_tokenizer
+
+
+@pytest.fixture(scope="module")
+def toy_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_toy_tokenizer(tmp_path_factory.mktemp("toy") / "Qwen2.5-toy")
+
+
+def test_a_chat_template_model_resolves_and_can_bridge(make_context: MakeContext, toy_model: Path) -> None:
+    result = check_renderer(make_context(MODEL_DIR=str(toy_model), CUMULATIVE_TOKEN_MODE="true"))
+    assert result.status is Status.PASS, result.line()
+    assert result.found.startswith("family default (")
+    assert "cumulative mode bridges with the ChatML bridge" in result.found
+
+
+def test_an_explicit_family_that_does_not_exist_fails(make_context: MakeContext, toy_model: Path) -> None:
+    result = check_renderer(make_context(MODEL_DIR=str(toy_model), RENDERER_FAMILY="no-such-family"))
+    assert result.status is Status.FAIL and "unknown RENDERER_FAMILY 'no-such-family'" in result.found
+
+
+def test_ports_free_pass_and_a_held_port_is_named(make_context: MakeContext) -> None:
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        results = by_name(check_ports(make_context(GATEWAY_PORT=str(port))))
+        gateway = results["rollout.port.gateway"]
+        assert gateway.status is Status.WARN and f"port {port} (gateway) is in use" in gateway.found
+        assert "GATEWAY_PORT" in gateway.fix
+    results = by_name(check_ports(make_context(GATEWAY_PORT=str(port))))
+    assert results["rollout.port.gateway"].status is Status.PASS
+    assert {"rollout.port.ray-gcs", "rollout.port.ray-dashboard", "rollout.port.ray-client"} <= set(results)
+
+
+def test_gateway_port_zero_passes(make_context: MakeContext) -> None:
+    gateway = by_name(check_ports(make_context(GATEWAY_PORT="0")))["rollout.port.gateway"]
+    assert gateway.status is Status.PASS and "picks a free port" in gateway.found
+
+
+def test_a_loopback_gateway_fails_when_agents_run_on_acr(make_context: MakeContext) -> None:
+    for host in ("127.0.0.1", "localhost", "::1"):
+        result = check_gateway_address(make_context(GATEWAY_HOST=host))
+        assert result.status is Status.FAIL, host
+        assert "GATEWAY_HOST" in result.fix
+
+
+def test_a_routable_gateway_passes_and_a_local_agent_may_use_loopback(make_context: MakeContext) -> None:
+    assert check_gateway_address(make_context(GATEWAY_HOST="10.0.0.5")).status is Status.PASS
+    local = make_context(AGENT_RUNTIME_ARN="", AGENT_URL="http://127.0.0.1:8080", GATEWAY_HOST="127.0.0.1")
+    assert check_gateway_address(local).status is Status.PASS
+
+
+def test_the_run_time_address_comes_from_slime_host_ip(make_context: MakeContext) -> None:
+    result = check_gateway_address(make_context(environ={"SLIME_HOST_IP": "127.0.0.2"}))
+    assert result.status is Status.FAIL and "127.0.0.2 (chosen at run time)" in result.found
