@@ -7,6 +7,7 @@ hold them, and train.sh stops it only after the checks.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from .environment import check_environment
 from .flags import check_flags
 from .gpus import check_gpus
 from .model import check_model
-from .report import Result, failed
+from .report import Result, Status, failed
 from .rollout import check_rollout
 
 
@@ -85,3 +86,29 @@ def blocking_checks(config: Config, repo: Path, slime_flags: list[str], variant:
     """
     ctx = Context(config=config, repo=repo, slime_flags=slime_flags, variant=variant, offline=True)
     return run_checks(ctx, only_blocking=True)
+
+
+def gate(config: Config, repo: Path, env_file: Path, slime_flags: list[str], variant: str, prog: str) -> bool:
+    """Run the blocking checks for a launcher (bin/train, bin/eval); report WARN/FAIL on stderr.
+
+    :param config: the resolved env file.
+    :param repo: the toolkit checkout.
+    :param env_file: the env file, for the message that points at bin/doctor.
+    :param slime_flags: the flags after ``--``.
+    :param variant: the script about to be rendered.
+    :param prog: the launcher's name, the prefix of every line (``bin/train``).
+    :returns: True when no check failed (the launcher may go on).
+    """
+    results = blocking_checks(config, repo, slime_flags, variant)
+    for result in results:
+        if result.status is not Status.PASS:
+            print(f"{prog}: doctor: {result.line()}", file=sys.stderr, flush=True)
+    if any(result.status is Status.FAIL for result in results):
+        print(
+            f"{prog}: nothing was started (fix the FAIL lines; bin/doctor {env_file} runs every check; "
+            "--skip-doctor skips these in an emergency)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return False
+    return True

@@ -98,7 +98,9 @@ def _run(argv: list[str]) -> int:
     _check_paths(config, real_run)
     if real_run:
         _check_tools()
-        if not args.skip_doctor and not _doctor_passes(config, repo, env_file, slime_flags, args.variant):
+        from ..doctor import gate  # imported here: --dry-run and --render-only never need it
+
+        if not args.skip_doctor and not gate(config, repo, env_file, slime_flags, args.variant, PROG):
             return 1
     if args.dry_run:
         run_dir = Path(tempfile.mkdtemp(prefix=f"toolkit-{config['EXP_ID']}-"))
@@ -145,23 +147,6 @@ def _check_paths(config: Config, real_run: bool) -> None:
         )
     for problem in problems:
         say(f"warning: {problem}")
-
-
-def _doctor_passes(config: Config, repo: Path, env_file: Path, slime_flags: list[str], variant: str) -> bool:
-    """Run bin/doctor's blocking checks (model, data, disk) before any process is touched."""
-    from ..doctor import Status, blocking_checks  # imported here: --dry-run never needs it
-
-    results = blocking_checks(config, repo, slime_flags, variant)
-    problems = [result for result in results if result.status is not Status.PASS]
-    for result in problems:
-        say(f"doctor: {result.line()}")
-    if any(result.status is Status.FAIL for result in problems):
-        say(
-            f"nothing was started (fix the FAIL lines; bin/doctor {env_file} runs every check; "
-            "--skip-doctor skips these in an emergency)"
-        )
-        return False
-    return True
 
 
 def _check_tools() -> None:
