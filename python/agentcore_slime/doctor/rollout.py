@@ -19,6 +19,7 @@ RAY_PORTS = (
     ("RAY_PORT", 6379, "ray-gcs", "Ray GCS"),
     ("RAY_DASHBOARD_PORT", 8265, "ray-dashboard", "Ray dashboard / job API"),
     ("RAY_CLIENT_SERVER_PORT", 10001, "ray-client", "Ray client server"),
+    ("RAY_DASHBOARD_AGENT_PORT", 52365, "ray-dashboard-agent", "Ray dashboard agent"),
 )
 
 

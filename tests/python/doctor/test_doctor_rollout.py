@@ -68,3 +68,18 @@ def test_a_routable_gateway_passes_and_a_local_agent_may_use_loopback(make_conte
 def test_the_run_time_address_comes_from_slime_host_ip(make_context: MakeContext) -> None:
     result = check_gateway_address(make_context(environ={"SLIME_HOST_IP": "127.0.0.2"}))
     assert result.status is Status.FAIL and "127.0.0.2 (chosen at run time)" in result.found
+
+
+def test_ray_ports_come_from_the_settings_when_the_schema_has_them(make_context: MakeContext) -> None:
+    """RAY_PORT and friends are env-file keys once the Ray work (issue 12) lands; until then
+    Ray's defaults are checked. The value is injected into the resolved settings here."""
+    ctx = make_context()
+    assert "port 6379 (Ray GCS)" in by_name(check_ports(ctx))["rollout.port.ray-gcs"].found
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        ctx.config.values["RAY_PORT"] = port
+        gcs = by_name(check_ports(ctx))["rollout.port.ray-gcs"]
+    assert gcs.status is Status.WARN and f"port {port} (Ray GCS) is in use" in gcs.found
+    assert "choose another RAY_PORT" in gcs.fix
