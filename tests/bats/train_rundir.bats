@@ -30,7 +30,8 @@ assert_precious_untouched() {
     mkdir -p "$RUN_DIR"
     ln -s "$WORK/precious.txt" "$RUN_DIR/$name"
     run -2 --separate-stderr "$TRAIN" "$WORK/exp.env"
-    [[ $stderr == "bin/train: $RUN_DIR/$name is a symbolic link (to $WORK/precious.txt); bin/train never writes through a link it did not create ("*")" ]] ||
+    # the last line (bin/doctor's blocking checks may warn before it: the fixture model has no sizes)
+    [[ ${stderr##*$'\n'} == "bin/train: $RUN_DIR/$name is a symbolic link (to $WORK/precious.txt); bin/train never writes through a link it did not create ("*")" ]] ||
       flunk "$name: $stderr"
     assert_precious_untouched
     [[ -L $RUN_DIR/$name ]] || flunk "$name: the link was removed"
