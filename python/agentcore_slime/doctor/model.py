@@ -196,6 +196,28 @@ def number(value: Any) -> str:
     return str(value)
 
 
+def shown(pairing: Pairing, ours: Any) -> str:
+    """The command line's side of a pairing, as a user would write it.
+
+    :param pairing: the pairing.
+    :param ours: the effective value.
+    """
+    if pairing.name == "tied-embeddings":
+        return "tied embeddings (no --untie-embeddings-and-output-weights)" if ours else pairing.flag
+    return f"{pairing.flag} {number(ours)}"
+
+
+def hf_shown(pairing: Pairing, value: Any) -> str:
+    """config.json's side of a pairing.
+
+    :param pairing: the pairing.
+    :param value: the config.json value.
+    """
+    if pairing.name == "tied-embeddings":
+        return f"tie_word_embeddings {str(bool(value)).lower()}"
+    return number(value)
+
+
 def _fix(pairing: Pairing, hf_value: Any) -> str:
     if pairing.name == "tied-embeddings":
         if hf_value:  # a store_true flag cannot be switched off by a later one
@@ -233,13 +255,13 @@ def compare(hf: dict[str, Any], words: list[str], script: str) -> list[Result]:
                 )
             )
         elif pairing.same(ours, hf_value):
-            results.append(passed(name, f"{pairing.flag} {number(ours)} matches config.json"))
+            results.append(passed(name, f"{shown(pairing, ours)} matches config.json"))
         else:
             results.append(
                 failed(
                     name,
-                    f"the command line has {pairing.flag} {number(ours)} ({script} and EXTRA_FLAGS) "
-                    f"but config.json has {number(hf_value)}",
+                    f"the command line has {shown(pairing, ours)} ({script} and EXTRA_FLAGS) "
+                    f"but config.json has {hf_shown(pairing, hf_value)}",
                     _fix(pairing, hf_value),
                 )
             )
