@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,9 @@ from .gpus import check_gpus
 from .model import check_model
 from .report import Result, Status, failed
 from .rollout import check_rollout
+
+#: checks run at once (each mostly waits on a subprocess: bash, nvidia-smi, the job's python)
+PARALLEL = 4
 
 
 @dataclass(frozen=True)
@@ -54,26 +58,32 @@ CHECKS: tuple[Check, ...] = (
 
 
 def run_checks(ctx: Context, only_blocking: bool = False) -> list[Result]:
-    """Run the checks in order; a check that crashes is a FAIL of its group, not a crash.
+    """Run the checks, in parallel (most wait on a probe of the job's python), reported in order.
+
+    A check that crashes is a FAIL of its group, not a crash of the doctor.
 
     :param ctx: the check context.
     :param only_blocking: run only the blocking (offline, fast) checks.
     """
-    results: list[Result] = []
-    for check in CHECKS:
-        if (only_blocking and not check.blocking) or (check.network and ctx.offline):
-            continue
-        try:
-            results += check.run(ctx)
-        except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
-            results.append(
-                failed(
-                    f"{check.group}.error",
-                    f"the check crashed: {type(exc).__name__}: {exc}",
-                    "report this bug",
-                )
+    chosen = [
+        check
+        for check in CHECKS
+        if not (only_blocking and not check.blocking) and not (check.network and ctx.offline)
+    ]
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        batches = list(pool.map(lambda check: _run_one(check, ctx), chosen))
+    return [result for batch in batches for result in batch]
+
+
+def _run_one(check: Check, ctx: Context) -> list[Result]:
+    try:
+        return check.run(ctx)
+    except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
+        return [
+            failed(
+                f"{check.group}.error", f"the check crashed: {type(exc).__name__}: {exc}", "report this bug"
             )
-    return results
+        ]
 
 
 def blocking_checks(config: Config, repo: Path, slime_flags: list[str], variant: str) -> list[Result]:
