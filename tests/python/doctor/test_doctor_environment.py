@@ -102,3 +102,12 @@ def test_slime_at_another_commit_warns_and_at_the_pin_passes(
 
 def test_the_pin_is_read_from_install_slime_sh() -> None:
     assert pinned_slime_commit(REPO) == "fa3c990af6f18efd3fd9922698bf4bf4048d1263"
+
+
+def test_an_old_job_python_fails(make_context: MakeContext, bin_dir: Path) -> None:
+    """A stand-in python that answers the probe like a 3.9 interpreter with everything importable."""
+    body = 'echo; echo \'{"python": "3.9.18", "modules": {"ray": {"version": "2.9.0", "error": ""}}}\''
+    old = stub(bin_dir, "python3.9", body)
+    results = by_name(check_job_python(make_context(environ={"TOOLKIT_JOB_PYTHON": str(old)})))
+    assert results["env.python"].status is Status.FAIL and "3.9.18" in results["env.python"].found
+    assert results["env.imports"].status is Status.PASS
