@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
         env_file = Path(args.env_file)
         config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
-        check_slime_flags(passthrough_flags(config, slime_flags))
+        check_slime_flags(passthrough_flags(config, slime_flags), config)
         check_variant(config, VARIANTS[args.variant])
     except ConfigError as exc:
         for line in str(exc).splitlines():

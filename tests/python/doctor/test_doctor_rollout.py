@@ -28,9 +28,11 @@ def test_a_chat_template_model_resolves_and_can_bridge(make_context: MakeContext
     assert "cumulative mode bridges with the ChatML bridge" in result.found
 
 
-def test_an_explicit_family_that_does_not_exist_fails(make_context: MakeContext, toy_model: Path) -> None:
-    result = check_renderer(make_context(MODEL_DIR=str(toy_model), RENDERER_FAMILY="no-such-family"))
-    assert result.status is Status.FAIL and "unknown RENDERER_FAMILY 'no-such-family'" in result.found
+def test_a_model_without_a_chat_template_fails_for_the_template_family(make_context: MakeContext) -> None:
+    """The default fixture model has a bare tokenizer.json: no chat template to render with."""
+    result = check_renderer(make_context(RENDERER_FAMILY="default"))
+    assert result.status is Status.FAIL and "has no chat template" in result.found
+    assert "RENDERER_FAMILY" in result.fix
 
 
 def test_ports_free_pass_and_a_held_port_is_named(make_context: MakeContext) -> None:
