@@ -22,7 +22,7 @@ _setup() {
 
 @test "--help prints the header and nothing runs" {
   run -0 "$TRAIN" --dry-run --help "$WORK/exp.env"
-  assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync|async|eval] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
+  assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync|async] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
   assert_output_contains "TOOLKIT_RUNS_DIR"
   refute_calls
 }
@@ -366,7 +366,7 @@ esac'
   run -2 --separate-stderr "$TRAIN" --set NUM_GPU=2 "$WORK/exp.env"
   [[ $stderr == "bin/train: --set: unknown key NUM_GPU (did you mean NUM_GPUS?)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --variant turbo "$WORK/exp.env"
-  [[ $stderr == "bin/train: unknown --variant 'turbo' (use one of: sync, async, eval)" ]] || flunk "$stderr"
+  [[ $stderr == "bin/train: unknown --variant 'turbo' (use one of: sync, async)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --frobnicate "$WORK/exp.env"
   [[ $stderr == "bin/train: unrecognized arguments: --frobnicate (see bin/train --help)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --dry-run --render-only "$WORK/exp.env"
@@ -402,17 +402,10 @@ esac'
   refute_calls
 }
 
-@test "--variant eval: --num-rollout 0, the eval flags, no checkpoints; needs VAL_DATA_PATH" {
+@test "--variant eval is refused with a pointer to bin/eval, before anything runs" {
   run -2 --separate-stderr "$TRAIN" --variant eval "$WORK/exp.env"
-  [[ $stderr == "bin/train: --variant eval needs VAL_DATA_PATH (set VAL_DATA_PATH to the JSONL to evaluate on)" ]] ||
+  [[ $stderr == "bin/train: --variant eval was removed (evaluation is bin/eval now: bin/eval ENV_FILE"* ]] ||
     flunk "$stderr"
   refute_calls
-  run -0 "$TRAIN" --variant eval --set "VAL_DATA_PATH=$WORK/install/data/gsm8k_test.jsonl" "$WORK/exp.env"
-  [[ -f $RUN_DIR/eval.sh && -f $RUN_DIR/eval.log ]]
-  [[ $(flag_value --num-rollout) == 0 ]]
-  [[ $(flag_value --eval-prompt-data) == gsm8k_test ]]
-  run job_argv
-  assert_line "$WORK/install/data/gsm8k_test.jsonl"
-  refute_line --save
-  assert_line --colocate
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
 }

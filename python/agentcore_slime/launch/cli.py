@@ -22,7 +22,7 @@ from .errors import ConfigError
 from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
 from .rundir import write_run_dir
 from .validate import Config, check_slime_flags, check_variant, missing_paths, parse_overrides, resolve
-from .variants import VARIANTS
+from .variants import REPLACED, VARIANTS
 
 PROG = "bin/train"
 #: external commands the rendered script needs in a real run
@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(argv: list[str]) -> int:
     own, slime_flags = split_argv(argv)
     args = _parser().parse_args(own)
+    if args.variant in REPLACED:
+        raise ConfigError(f"--variant {args.variant} was removed", REPLACED[args.variant])
     if args.variant not in VARIANTS:
         raise ConfigError(f"unknown --variant {args.variant!r}", f"use one of: {', '.join(VARIANTS)}")
     repo = Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])

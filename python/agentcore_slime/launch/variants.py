@@ -1,4 +1,8 @@
-"""The scripts ``bin/train --variant`` can render, and what distinguishes them."""
+"""The scripts ``bin/train --variant`` can render, and what distinguishes them.
+
+Evaluation is ``bin/eval`` (one SGLang server, no Megatron): ``--variant eval`` is refused
+with a pointer to it (:data:`REPLACED`).
+"""
 
 from __future__ import annotations
 
@@ -43,12 +47,9 @@ VARIANTS: dict[str, Variant] = {
         True,
         "train {exp_id} with slime (one-step off-policy, GPUs split: train_async.py)",
     ),
-    "eval": Variant(
-        "eval.sh.j2",
-        "eval.sh",
-        "train.py",
-        True,
-        False,
-        "evaluate {exp_id}'s model on VAL_DATA_PATH with slime (no training)",
-    ),
+}
+
+#: variants that were replaced by another command -> how to run it now
+REPLACED: dict[str, str] = {
+    "eval": "evaluation is bin/eval now: bin/eval ENV_FILE [--checkpoint DIR] [--limit N] (see bin/eval --help)",
 }

@@ -1,6 +1,6 @@
 """Golden renders: every examples/*.env (and the feature fixture) renders byte for byte to
-tests/fixtures/golden/<name>.sh (``--variant sync``), <name>.async.sh and <name>.eval.sh (the
-other variants, where the file fits them) and <name>.toolkit.yaml, and every render passes
+tests/fixtures/golden/<name>.sh (``--variant sync``), <name>.async.sh (where the file fits
+it) and <name>.toolkit.yaml, and every render passes
 ``bash -n`` and ShellCheck.
 
 Paths are fixed (repo /opt/agentcore-slime, runs dir /runs) so the goldens do not depend on
@@ -35,7 +35,7 @@ GOLDEN = REPO / "tests" / "fixtures" / "golden"
 INPUTS = sorted(REPO.glob("examples/*.env")) + [REPO / "tests" / "fixtures" / "launcher" / "full.env"]
 #: (env file, variant) pairs with a golden: examples in every variant, the fixture in sync and eval
 CASES = [(p, v) for p in INPUTS for v in VARIANTS if not (p.stem == "full" and v == "async")]
-SUFFIX = {"sync": ".sh", "async": ".async.sh", "eval": ".eval.sh"}
+SUFFIX = {"sync": ".sh", "async": ".async.sh"}
 FIXED_REPO = Path("/opt/agentcore-slime")
 FIXED_RUNS = Path("/runs")
 
@@ -113,15 +113,13 @@ def test_toolkit_yaml_round_trips_typed(env_file: Path) -> None:
 
 
 def test_variants_differ_where_they_should() -> None:
-    """async: train_async.py, split GPUs, no --colocate; eval: --num-rollout 0, no checkpoints."""
+    """async: train_async.py, split GPUs, no --colocate."""
     example = INPUTS[0]
-    sync, asyn, evl = (_render(example, variant=v).slime_argv for v in ("sync", "async", "eval"))
+    sync, asyn = (_render(example, variant=v).slime_argv for v in ("sync", "async"))
     assert sync[1].endswith("/train.py") and "--colocate" in sync
     assert asyn[1].endswith("/train_async.py") and "--colocate" not in asyn
     assert asyn[asyn.index("--rollout-num-gpus") + 1] == "4"
     assert asyn[asyn.index("--actor-num-gpus-per-node") + 1] == "4"
-    assert evl[1].endswith("/train.py") and evl[evl.index("--num-rollout") + 1] == "0"
-    assert "--save" not in evl and "--eval-prompt-data" in evl
 
 
 def test_full_fixture_golden_has_every_optional_group() -> None:
