@@ -344,6 +344,22 @@ KEYS: tuple[Key, ...] = (
         "eval max new tokens (default: ROLLOUT_MAX_RESPONSE_LEN)",
         default_from="ROLLOUT_MAX_RESPONSE_LEN",
     ),
+    _pos_int(
+        "EVAL_TP_SIZE",
+        None,
+        "bin/eval: tensor-parallel size of its SGLang server (<= NUM_GPUS)",
+        default_from="ROLLOUT_GPUS_PER_ENGINE",
+    ),
+    _pos_int("EVAL_HEALTH_TIMEOUT", "600", "bin/eval: seconds to wait for its SGLang server to be healthy"),
+    Key(
+        "EVAL_SGLANG_PORT",
+        Kind.INT,
+        "0",
+        "bin/eval: SGLang server port (0 = any free port)",
+        minimum=0,
+        maximum=65535,
+    ),
+    Key("EVAL_SGLANG_FLAGS", Kind.WORDS, None, "bin/eval: more sglang.launch_server flags, shell words"),
     # --- checkpoints ---
     Key(
         "SAVE_DIR",

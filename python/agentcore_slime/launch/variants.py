@@ -51,5 +51,6 @@ VARIANTS: dict[str, Variant] = {
 
 #: variants that were replaced by another command -> how to run it now
 REPLACED: dict[str, str] = {
-    "eval": "evaluation is bin/eval now: bin/eval ENV_FILE [--checkpoint DIR] [--limit N] (see bin/eval --help)",
+    "eval": "evaluation is bin/eval now: bin/eval ENV_FILE [--checkpoint DIR] [--limit N] "
+    "(see bin/eval --help)",
 }

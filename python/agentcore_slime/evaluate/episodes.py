@@ -1,0 +1,247 @@
+"""Run evaluation episodes exactly as training runs them: gateway session, agent, S3 result.
+
+This is the evaluation's only seam to the rollout machinery: one gateway session per episode
+(:class:`agentcore_slime.gateway.Gateway`), the episode run by the training launcher
+(:func:`agentcore_slime.launcher.make_launcher`: ACR or ``AGENT_URL`` transport, the result read
+from ``s3://<bucket>/<exp_id>/<input_id>/<session_id>.json``), and the session's call traces
+counted for turns and tokens. Nothing here knows about slime. When the launcher's module layout
+changes, only the imports of this file move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from agentcore_slime.gateway.trace import CallTrace
+from agentcore_slime.launcher import EpisodeOutcome, EpisodeRequest, Launcher, new_session_id
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: failure classes: the agent ran and returned a result (its own outcome, reward signal) versus
+#: everything between us and that result (invocation, timeout, S3, gateway, engine)
+AGENT, INFRASTRUCTURE = "agent", "infrastructure"
+
+#: reason prefixes (as the launcher and this module word them) -> (class, short reason)
+_REASONS: tuple[tuple[str, str, str], ...] = (
+    ("timeout", INFRASTRUCTURE, "timeout"),
+    ("invoke failed", INFRASTRUCTURE, "invoke failed"),
+    ("reading the result failed", INFRASTRUCTURE, "result unreadable"),
+    ("gateway", INFRASTRUCTURE, "gateway error"),
+    ("row metadata", INFRASTRUCTURE, "bad dataset row"),
+    ("agent error result", AGENT, "agent error result"),
+    ("result", AGENT, "bad reward in result"),
+)
+
+
+class GatewayLike(Protocol):
+    """The part of ``agentcore_slime.gateway.Gateway`` an evaluation uses."""
+
+    def create_session(self, session_id: str, sampling_params: dict[str, Any]) -> str: ...
+
+    def traces(self, session_id: str) -> list[CallTrace]: ...
+
+    def delete_session(self, session_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One evaluation episode, as written to ``episodes.jsonl``.
+
+    :param row: index of the validation row (0-based, in file order).
+    :param sample: which of the row's ``n`` samples this is.
+    :param session_id: the ACR runtime session and gateway session id.
+    :param reward: the agent's reward (``None`` when the episode failed).
+    :param failure_class: ``agent`` or ``infrastructure`` (``None`` on success).
+    :param failure_reason: a short, stable reason (``timeout``, ``invoke failed``, ...).
+    :param failure_detail: the full message (with the S3 key or the agent's stop reason).
+    :param turns: model calls the agent made through the gateway.
+    :param prompt_tokens: prompt tokens over all calls.
+    :param completion_tokens: sampled tokens over all calls.
+    :param truncated: a call stopped at the token limit (finish reason ``length``).
+    :param seconds: wall time from invocation to result or failure.
+    """
+
+    row: int
+    sample: int
+    session_id: str
+    reward: float | None
+    failure_class: str | None
+    failure_reason: str | None
+    failure_detail: str | None
+    turns: int
+    prompt_tokens: int
+    completion_tokens: int
+    truncated: bool
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.failure_class is None
+
+
+def classify(reason: str, result: dict[str, Any] | None) -> tuple[str, str]:
+    """The failure class and short reason of a failed episode.
+
+    An episode whose agent returned a result (even an error result) failed on its own: that is
+    the model's and agent's outcome. Without a result the failure lies between us and the agent
+    (invocation, timeout, S3, gateway). A launcher that classifies failures itself (an
+    ``EpisodeOutcome.failure_class``) is trusted instead, see :func:`_outcome_failure`.
+
+    :param reason: the failure message.
+    :param result: the agent's result JSON, when one was read.
+    """
+    for prefix, failure_class, short in _REASONS:
+        if reason.startswith(prefix):
+            if result is not None and failure_class == INFRASTRUCTURE:
+                break
+            return failure_class, short
+    return (AGENT, "agent error result") if result is not None else (INFRASTRUCTURE, "other")
+
+
+def _outcome_failure(outcome: EpisodeOutcome) -> tuple[str, str] | None:
+    """``(class, reason)`` of a failed outcome; a launcher's own classification wins."""
+    if outcome.ok and outcome.reward is not None:
+        return None
+    reason = outcome.reason or "no reward"
+    own_class = getattr(outcome, "failure_class", None)
+    if isinstance(own_class, str) and own_class:
+        return own_class, str(getattr(outcome, "failure_kind", None) or classify(reason, outcome.result)[1])
+    return classify(reason, outcome.result)
+
+
+def _count(traces: Sequence[CallTrace]) -> tuple[int, int, int, bool]:
+    prompt = sum(len(t.prompt_token_ids) for t in traces)
+    completion = sum(len(t.completion_token_ids) for t in traces)
+    return len(traces), prompt, completion, any(t.finish_reason == "length" for t in traces)
+
+
+class EpisodeRunner:
+    """Runs evaluation episodes through a gateway and the training launcher.
+
+    :param gateway: a started gateway (or a stand-in with the same session methods).
+    :param launcher: the launcher (``make_launcher(config, executor)``).
+    :param executor: the thread pool for the gateway's blocking calls.
+    :param input_id: the evaluation's input id (second part of every result key).
+    :param sampling: the sampling params every session gets.
+    """
+
+    def __init__(
+        self,
+        gateway: GatewayLike,
+        launcher: Launcher,
+        executor: Executor,
+        input_id: str,
+        sampling: dict[str, Any],
+    ) -> None:
+        self.gateway = gateway
+        self.launcher = launcher
+        self.executor = executor
+        self.input_id = input_id
+        self.sampling = dict(sampling)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def _traces(self, sid: str) -> list[CallTrace]:
+        try:
+            return list(await self._call(self.gateway.traces, sid))
+        except Exception as exc:  # noqa: BLE001 - counts only; the reward decides the episode
+            logger.warning("reading the traces of session %s failed: %s", sid, exc)
+            return []
+
+    def _failed(self, row: int, sample: int, sid: str, reason: str, seconds: float = 0.0) -> Episode:
+        failure_class, short = classify(reason, None)
+        return Episode(row, sample, sid, None, failure_class, short, reason, 0, 0, 0, False, seconds)
+
+    async def run(self, row: int, sample: int, metadata: Any) -> Episode:
+        """Run one episode; never raises for an episode-level problem.
+
+        :param row: the row index.
+        :param sample: the sample number within the row.
+        :param metadata: the row's ``metadata`` (the agent's payload).
+        """
+        sid = new_session_id()
+        if not isinstance(metadata, dict):
+            return self._failed(row, sample, sid, f"row metadata is {type(metadata).__name__}, not a dict")
+        try:
+            base_url = await self._call(self.gateway.create_session, sid, self.sampling)
+        except Exception as exc:
+            return self._failed(row, sample, sid, f"gateway could not create the session: {exc}")
+        try:
+            request = EpisodeRequest(metadata, sid, self.input_id, base_url, self.sampling)
+            outcome = await self.launcher.run_episode(request)
+            traces = await self._traces(sid)
+        finally:
+            try:
+                await self._call(self.gateway.delete_session, sid)
+            except Exception as exc:  # noqa: BLE001 - the episode is over either way
+                logger.debug("deleting gateway session %s failed: %s", sid, exc)
+        turns, prompt, completion, truncated = _count(traces)
+        failure = _outcome_failure(outcome)
+        if failure is None:
+            return Episode(
+                row,
+                sample,
+                sid,
+                outcome.reward,
+                None,
+                None,
+                None,
+                turns,
+                prompt,
+                completion,
+                truncated,
+                outcome.seconds,
+            )
+        logger.info("episode failed: session %s (row %d): %s", sid, row, outcome.reason)
+        return Episode(
+            row,
+            sample,
+            sid,
+            None,
+            failure[0],
+            failure[1],
+            outcome.reason or "no reward",
+            turns,
+            prompt,
+            completion,
+            truncated,
+            outcome.seconds,
+        )
+
+
+async def run_all(
+    runner: EpisodeRunner,
+    rows: Sequence[Any],
+    n_samples: int,
+    max_concurrent: int,
+    on_done: Callable[[Episode], None] | None = None,
+) -> list[Episode]:
+    """Every row ``n_samples`` times, at most ``max_concurrent`` at once, in (row, sample) order.
+
+    :param runner: the episode runner.
+    :param rows: the rows' metadata (agent payloads), in file order.
+    :param n_samples: episodes per row.
+    :param max_concurrent: episodes in flight at once.
+    :param on_done: called with each episode as it finishes (progress).
+    """
+    slots = asyncio.Semaphore(max_concurrent)
+
+    async def one(row: int, sample: int, metadata: Any) -> Episode:
+        async with slots:
+            episode = await runner.run(row, sample, metadata)
+        if on_done is not None:
+            on_done(episode)
+        return episode
+
+    jobs = [one(r, s, m) for r, m in enumerate(rows) for s in range(n_samples)]
+    return list(await asyncio.gather(*jobs))
+
+
+__all__ = ["AGENT", "INFRASTRUCTURE", "Episode", "EpisodeRunner", "classify", "run_all"]

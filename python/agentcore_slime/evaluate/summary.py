@@ -1,0 +1,147 @@
+"""What an evaluation reports: accuracy, mean reward, pass@k, failures, tokens and durations.
+
+Pure functions over :class:`~agentcore_slime.evaluate.episodes.Episode` records, so the numbers
+in ``summary.json`` and on screen are tested against hand-computed episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .episodes import INFRASTRUCTURE, Episode
+
+
+def pass_at_k(n: int, correct: int, k: int) -> float:
+    """The unbiased pass@k estimate for one prompt: ``1 - C(n - c, k) / C(n, k)``.
+
+    The chance that at least one of ``k`` episodes drawn without replacement from the ``n``
+    run is correct (Chen et al. 2021, "Evaluating Large Language Models Trained on Code").
+
+    :param n: episodes run for the prompt.
+    :param correct: how many of them were correct.
+    :param k: episodes drawn (``1 <= k <= n``).
+    """
+    if not 1 <= k <= n or not 0 <= correct <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n and 0 <= correct <= n (n={n}, c={correct}, k={k})")
+    if n - correct < k:
+        return 1.0
+    return 1.0 - math.comb(n - correct, k) / math.comb(n, k)
+
+
+def k_values(n: int) -> list[int]:
+    """The k reported for ``n`` samples per prompt: 1, 2, 4, ... below n, and n itself."""
+    ks = [1]
+    while ks[-1] * 2 < n:
+        ks.append(ks[-1] * 2)
+    return ks + ([n] if n > 1 else [])
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[index]
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "max": 0.0}
+    return {
+        "mean": sum(values) / len(values),
+        "p50": _percentile(values, 0.5),
+        "p90": _percentile(values, 0.9),
+        "max": max(values),
+    }
+
+
+def is_correct(episode: Episode) -> bool:
+    """An episode counts as correct when it succeeded with a reward above 0 (as slime's eval)."""
+    return episode.reward is not None and episode.reward > 0
+
+
+def summarize(episodes: Sequence[Episode], n_samples: int, wall_seconds: float) -> dict[str, Any]:
+    """The metrics of ``summary.json`` (without the run's settings).
+
+    Failed episodes count as reward 0 and not correct in ``accuracy`` and ``mean_reward``, as in
+    training's eval metrics; ``*_without_infrastructure_failures`` leave out the episodes whose
+    failure was not the agent's (what the model would have scored had the wiring held).
+
+    :param episodes: every episode of the evaluation.
+    :param n_samples: episodes per row.
+    :param wall_seconds: the evaluation's wall time.
+    """
+    count = len(episodes)
+    rewards = [e.reward if e.reward is not None else 0.0 for e in episodes]
+    valid = [e for e in episodes if e.failure_class != INFRASTRUCTURE]
+    by_row: dict[int, list[Episode]] = {}
+    for episode in episodes:
+        by_row.setdefault(episode.row, []).append(episode)
+    summary: dict[str, Any] = {
+        "rows": len(by_row),
+        "episodes": count,
+        "succeeded": sum(e.ok for e in episodes),
+        "failed": sum(not e.ok for e in episodes),
+        "accuracy": sum(map(is_correct, episodes)) / count if count else 0.0,
+        "mean_reward": sum(rewards) / count if count else 0.0,
+        "accuracy_without_infrastructure_failures": (
+            sum(map(is_correct, valid)) / len(valid) if valid else None
+        ),
+        "mean_reward_without_infrastructure_failures": (
+            sum(e.reward or 0.0 for e in valid) / len(valid) if valid else None
+        ),
+    }
+    if n_samples > 1 and by_row:
+        summary["pass_at_k"] = {
+            str(k): sum(pass_at_k(len(eps), sum(map(is_correct, eps)), k) for eps in by_row.values())
+            / len(by_row)
+            for k in k_values(n_samples)
+        }
+    summary["failures"] = {
+        "by_class": dict(sorted(Counter(str(e.failure_class) for e in episodes if not e.ok).items())),
+        "by_reason": dict(sorted(Counter(str(e.failure_reason) for e in episodes if not e.ok).items())),
+    }
+    summary["tokens"] = {
+        "prompt": sum(e.prompt_tokens for e in episodes),
+        "completion": sum(e.completion_tokens for e in episodes),
+        "completion_per_episode": _stats([float(e.completion_tokens) for e in episodes]),
+        "turns_per_episode": _stats([float(e.turns) for e in episodes]),
+        "truncated_episodes": sum(e.truncated for e in episodes),
+    }
+    summary["seconds"] = {"wall": wall_seconds, "per_episode": _stats([e.seconds for e in episodes])}
+    return summary
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def screen(summary: dict[str, Any]) -> str:
+    """The one-screen summary printed at the end of an evaluation."""
+    s = summary
+    lines = [
+        f"evaluation of {s['checkpoint']} on {s['data']} ({s['rows']} rows x {s['n_samples']})",
+        f"  accuracy     {_percent(s['accuracy'])}   mean reward {s['mean_reward']:.4f}",
+    ]
+    if s.get("accuracy_without_infrastructure_failures") not in (None, s["accuracy"]):
+        lines.append(
+            f"  without infrastructure failures: accuracy "
+            f"{_percent(s['accuracy_without_infrastructure_failures'])}, mean reward "
+            f"{s['mean_reward_without_infrastructure_failures']:.4f}"
+        )
+    if "pass_at_k" in s:
+        lines.append("  " + "   ".join(f"pass@{k} {_percent(v)}" for k, v in s["pass_at_k"].items()))
+    lines.append(f"  episodes     {s['episodes']}: {s['succeeded']} succeeded, {s['failed']} failed")
+    for reason, number in s["failures"]["by_reason"].items():
+        lines.append(f"    {number:5d} x {reason}")
+    tokens, seconds = s["tokens"], s["seconds"]
+    lines += [
+        f"  tokens       {tokens['prompt']} prompt, {tokens['completion']} completion; "
+        f"{tokens['turns_per_episode']['mean']:.1f} turns/episode, "
+        f"{tokens['truncated_episodes']} truncated",
+        f"  time         {seconds['wall']:.1f}s wall; per episode p50 {seconds['per_episode']['p50']:.1f}s, "
+        f"p90 {seconds['per_episode']['p90']:.1f}s, max {seconds['per_episode']['max']:.1f}s",
+        f"  results      {s['out_dir']}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,144 @@
+"""Command line of ``bin/eval``: validate the env file, render runs/<EXP_ID>/eval.sh, exec it.
+
+The same env file, validation and error messages as ``bin/train``; ``--checkpoint`` picks the
+HF model directory to serve (default ``MODEL_DIR``), ``--limit`` the first N validation rows,
+``--dry-run`` renders into a temporary directory and prints the server and evaluation commands.
+Progress goes to stderr as ``bin/eval: ...``; stdout carries only paths and commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import NoReturn
+
+from .cli import _restore_caller_pythonpath, write_run_dir
+from .envfile import read_env_file
+from .errors import ConfigError
+from .eval_render import SCRIPT, EvalRequest, commands, render_eval
+from .render import RunPaths, shell_quote
+from .validate import Config, parse_overrides, resolve
+
+PROG = "bin/eval"
+#: external commands eval.sh needs in a real run
+REQUIRED_TOOLS = ("bash", "python3", "pkill", "pgrep", "tee")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(message, f"see {PROG} --help")
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog=PROG, add_help=False)
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--checkpoint")
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("env_file")
+    return parser
+
+
+def say(message: str) -> None:
+    """One progress line on stderr (``bin/eval: ...``)."""
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run bin/eval; return its exit status (or exec the rendered script).
+
+    :param argv: arguments (default: ``sys.argv[1:]``).
+    """
+    try:
+        return _run(sys.argv[1:] if argv is None else argv)
+    except ConfigError as exc:
+        for line in str(exc).splitlines():
+            say(line)
+        return 2
+
+
+def check_eval(config: Config, limit: int | None) -> None:
+    """What bin/eval needs beyond the schema.
+
+    :raises ConfigError: no VAL_DATA_PATH, a server larger than the node, a bad --limit.
+    """
+    if config["VAL_DATA_PATH"] is None:
+        raise ConfigError(
+            "VAL_DATA_PATH is not set: bin/eval evaluates on the validation JSONL",
+            "set VAL_DATA_PATH to the validation JSONL in the env file, or pass --set VAL_DATA_PATH=...",
+        )
+    tp, gpus = int(str(config["EVAL_TP_SIZE"])), int(str(config["NUM_GPUS"]))
+    if tp > gpus:
+        raise ConfigError(
+            f"EVAL_TP_SIZE={tp} is more than the node's NUM_GPUS={gpus}",
+            "the evaluation server runs on this node: choose EVAL_TP_SIZE <= NUM_GPUS",
+        )
+    if limit is not None and limit < 1:
+        raise ConfigError(
+            f"--limit {limit} must be at least 1",
+            "pass --limit N with N >= 1, or leave it out"
+        )
+
+
+def missing_inputs(config: Config, checkpoint: Path) -> list[str]:
+    """The files a real evaluation needs that do not exist, as messages."""
+    problems = []
+    if not (checkpoint / "config.json").is_file():
+        problems.append(
+            f"{checkpoint} is not an HF model directory (no config.json): check --checkpoint / MODEL_DIR"
+        )
+    if not Path(str(config["VAL_DATA_PATH"])).is_file():
+        problems.append(f"VAL_DATA_PATH {config['VAL_DATA_PATH']} does not exist (the validation JSONL)")
+    return problems
+
+
+def _check_inputs(config: Config, checkpoint: Path, real_run: bool) -> None:
+    problems = missing_inputs(config, checkpoint)
+    if problems and real_run:
+        raise ConfigError("; ".join(problems), "fix the path, or use --dry-run to see what would run")
+    for problem in problems:
+        say(f"warning: {problem}")
+
+
+def _check_tools() -> None:
+    for tool in REQUIRED_TOOLS:
+        if shutil.which(tool) is None:
+            say(f"{tool} not found on PATH (activate the environment that has SGLang)")
+            raise SystemExit(127)
+
+
+def _run(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    repo = Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
+    runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
+    env_file = Path(args.env_file)
+    config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
+    check_eval(config, args.limit)
+    checkpoint = Path(args.checkpoint or str(config["MODEL_DIR"])).expanduser().absolute()
+    request = EvalRequest(checkpoint, args.limit)
+    _check_inputs(config, checkpoint, real_run=not args.dry_run)
+    if not args.dry_run:
+        _check_tools()
+    if args.dry_run:
+        run_dir = Path(tempfile.mkdtemp(prefix=f"toolkit-{config['EXP_ID']}-eval-"))
+    else:
+        run_dir = runs_dir / str(config["EXP_ID"])
+    command = " ".join(shell_quote(word) for word in [PROG, *argv])
+    paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
+    write_run_dir(run_dir, render_eval(config, paths, request, repo / "templates"))
+    script = run_dir / SCRIPT
+    if args.dry_run:
+        server, evaluate = commands(config, request, run_dir)
+        print(script)
+        print(server)
+        print(evaluate)
+        return 0
+    say(f"running {script} (log: {run_dir / 'eval.log'})")
+    sys.stdout.flush()
+    _restore_caller_pythonpath()
+    os.execvp("bash", ["bash", str(script)])
+    return 1  # not reached

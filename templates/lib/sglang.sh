@@ -1,0 +1,155 @@
+# shellcheck shell=bash
+# sglang.sh: one SGLang server owned by this script (bin/eval's eval.sh): start it in its own
+# process group, wait until it is healthy, notice when it dies, and stop exactly that group.
+
+# start_sglang_server LOG COMMAND...: run COMMAND in the background, in a process group of its
+# own (job control on for that one fork), output to LOG. Records the PID (= the group id).
+start_sglang_server() { # <log> <command>...
+  local log=$1
+  shift
+  mkdir -p "$(dirname "$log")"
+  say "starting the SGLang server (log: $log)"
+  set -m
+  "$@" >"$log" 2>&1 </dev/null &
+  TOOLKIT_SERVER_PID=$!
+  set +m
+  TOOLKIT_SERVER_LOG=$log
+}
+
+# server_running: true while the server we started still runs.
+server_running() {
+  [[ -n ${TOOLKIT_SERVER_PID:-} ]] && kill -0 "$TOOLKIT_SERVER_PID" 2>/dev/null
+}
+
+# show_server_log [LINES]: the last LINES (default TOOLKIT_LOG_TAIL or 30) lines of the server log.
+show_server_log() { # [lines]
+  local lines=${1:-${TOOLKIT_LOG_TAIL:-30}}
+  [[ -s ${TOOLKIT_SERVER_LOG:-} ]] || return 0
+  say "last $lines lines of $TOOLKIT_SERVER_LOG:"
+  tail -n "$lines" "$TOOLKIT_SERVER_LOG" | sed 's/^/  | /' >&2
+}
+
+# reap_server: once the server has exited, set TOOLKIT_SERVER_STATUS to its exit status (not
+# in a subshell: only this shell can wait for its child).
+reap_server() {
+  TOOLKIT_SERVER_STATUS=0
+  wait "$TOOLKIT_SERVER_PID" 2>/dev/null || TOOLKIT_SERVER_STATUS=$?
+}
+
+# sglang_is_healthy URL: true when GET URL/health answers 200 within 5 seconds.
+sglang_is_healthy() { # <url>
+  python3 - "$1" <<'PY' 2>/dev/null
+import sys, urllib.request
+with urllib.request.urlopen(sys.argv[1] + "/health", timeout=5) as reply:
+    sys.exit(0 if reply.status == 200 else 1)
+PY
+}
+
+# wait_for_sglang URL TIMEOUT: poll URL/health once a second until it answers; die with the
+# server log's tail when the server exits first or TIMEOUT seconds pass.
+wait_for_sglang() { # <url> <timeout-seconds>
+  local url=$1 timeout=$2 deadline=$((SECONDS + $2))
+  say "waiting up to ${timeout}s for $url/health"
+  until sglang_is_healthy "$url"; do
+    if ! server_running; then
+      reap_server
+      show_server_log
+      die "the SGLang server exited with status $TOOLKIT_SERVER_STATUS before it became healthy (see its log above)"
+    fi
+    if ((SECONDS >= deadline)); then
+      show_server_log
+      die "the SGLang server was not healthy after ${timeout}s (raise EVAL_HEALTH_TIMEOUT for a large model, or see its log above)"
+    fi
+    sleep 1
+  done
+  say "the SGLang server is healthy ($((timeout - deadline + SECONDS))s)"
+}
+
+# group_alive PGID: true while any process of the process group PGID exists.
+group_alive() { # <pgid>
+  kill -0 -- "-$1" 2>/dev/null
+}
+
+# stop_sglang_server: TERM the server's process group (the server and its schedulers), wait up to
+# TOOLKIT_SERVER_GRACE seconds (default 15), then KILL what is left. Only that group is signalled.
+stop_sglang_server() {
+  local pgid=${TOOLKIT_SERVER_PID:-} tick grace=${TOOLKIT_SERVER_GRACE:-15}
+  [[ -n $pgid ]] || return 0
+  if group_alive "$pgid"; then
+    kill -TERM -- "-$pgid" 2>/dev/null || true
+    for ((tick = 0; tick < grace * 5; tick++)); do
+      group_alive "$pgid" || break
+      sleep 0.2
+    done
+    if group_alive "$pgid"; then
+      say "the SGLang server ignored TERM for ${grace}s: killing its process group $pgid"
+      kill -KILL -- "-$pgid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pgid" 2>/dev/null || true
+  TOOLKIT_SERVER_PID=
+  say "stopped the SGLang server (process group $pgid)"
+}
+
+# run_while_server_lives COMMAND...: run COMMAND (the evaluation) in the background and return
+# its status; if the server dies first, stop COMMAND and die with the server log's tail.
+run_while_server_lives() { # <command>...
+  "$@" &
+  TOOLKIT_EVAL_PID=$!
+  while kill -0 "$TOOLKIT_EVAL_PID" 2>/dev/null; do
+    if ! server_running; then
+      reap_server
+      stop_evaluation
+      show_server_log
+      die "the SGLang server exited with status $TOOLKIT_SERVER_STATUS during the evaluation (see its log above)"
+    fi
+    sleep 1
+  done
+  local status=0
+  wait "$TOOLKIT_EVAL_PID" || status=$?
+  TOOLKIT_EVAL_PID=
+  return "$status"
+}
+
+# stop_evaluation: TERM the evaluation process if it still runs, and reap it.
+stop_evaluation() {
+  local pid=${TOOLKIT_EVAL_PID:-}
+  [[ -n $pid ]] || return 0
+  TOOLKIT_EVAL_PID=
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# eval_cleanup_on_signal SIGNAL: stop the evaluation, then exit 128+N (the EXIT trap stops the server).
+eval_cleanup_on_signal() { # <signal-name>
+  trap - INT TERM
+  say "caught SIG$1: stopping the evaluation and the SGLang server"
+  stop_evaluation
+  case $1 in
+    INT) exit 130 ;;
+    *) exit 143 ;;
+  esac
+}
+
+# eval_cleanup_on_exit: stop what is still running (evaluation, server), keep the exit status.
+eval_cleanup_on_exit() {
+  local status=$?
+  trap - EXIT
+  stop_evaluation
+  stop_sglang_server
+  say "exit status $status"
+  stop_logging
+  exit "$status"
+}
+
+# install_eval_cleanup_trap: on Ctrl-C, TERM and every exit, stop the evaluation and the server.
+install_eval_cleanup_trap() {
+  trap 'eval_cleanup_on_signal INT' INT
+  trap 'eval_cleanup_on_signal TERM' TERM
+  trap eval_cleanup_on_exit EXIT
+}

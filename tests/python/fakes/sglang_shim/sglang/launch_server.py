@@ -1,0 +1,124 @@
+"""Stand-in for ``python -m sglang.launch_server``: the scripted SGLang protocol on ``--port``.
+
+Serves :class:`fakes.sglang_server.FakeSGLang`'s routes (``/health``, ``/generate``,
+``/model_info``, ``/v1/models``, ...) on ``--host``/``--port`` like the real server, and starts
+one child process the way SGLang starts its scheduler and detokenizer processes, so tests can
+check that the whole process group is stopped. Behaviour from the environment:
+
+- ``FAKE_SGLANG_MODE``: ``healthy`` (default); ``never_healthy`` (logs "loading" lines, never
+  listens); ``dies`` (serves, then exits with status 3 after ``FAKE_SGLANG_DIE_AFTER`` seconds,
+  default 2); ``ignore_term`` (serves; it and its child ignore SIGTERM).
+- ``FAKE_SGLANG_PIDS``: a file the server and its child append their PIDs to.
+- ``FAKE_SGLANG_ARGV``: a file the server writes its argv to (one word per line).
+- ``FAKE_SGLANG_SCRIPT``: a JSON file ``{question: {"expression": ..., "plan": "right"|"wrong"}}``
+  for the math policy (the example math agent's conversation: a calculator call, then the
+  boxed answer, off by one for "wrong"); it needs the tokenizer in ``--model-path``. Without it
+  every request gets a fixed three-token reply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from fakes.sglang_server import Completion, FakeSGLang
+
+#: the "scheduler" child: sleeps; with argv[1] == "ignore" it ignores SIGTERM like its parent
+CHILD = (
+    "import signal, sys, time\n"
+    "if sys.argv[1] == 'ignore': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "time.sleep(600)"
+)
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sglang.launch_server")
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--tp-size", type=int, default=1)
+    parser.add_argument("--context-length", type=int, default=32768)
+    args, _ = parser.parse_known_args(argv)
+    return args
+
+
+def fixed_policy(input_ids: list[int], sampling_params: dict[str, Any]) -> Completion:
+    return Completion([11, 12, 13], {"type": "stop", "matched": 13})
+
+
+def math_policy(model_path: str, script: dict[str, dict[str, str]]) -> Any:
+    """The example math agent's two turns: a calculator call, then the (maybe wrong) answer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def reply(prompt: str) -> str:
+        question = prompt.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
+        plan = script[question]
+        if "<tool_response>" not in prompt:
+            call = {"name": "calculator", "arguments": {"expression": plan["expression"]}}
+            return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+        result = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", prompt, re.S)[-1].strip()
+        value = str(int(result) + 1) if plan["plan"] == "wrong" else result
+        return f"The calculator says {result}, so the answer is \\boxed{{{value}}}."
+
+    def policy(input_ids: list[int], sampling_params: dict[str, Any]) -> Completion:
+        text = reply(tokenizer.decode(input_ids, skip_special_tokens=False))
+        ids = [*tokenizer.encode(text, add_special_tokens=False), stop]
+        return Completion(ids, {"type": "stop", "matched": stop})
+
+    return policy
+
+
+def _record(args: argparse.Namespace, argv: list[str], child: int) -> None:
+    if os.environ.get("FAKE_SGLANG_PIDS"):
+        with open(os.environ["FAKE_SGLANG_PIDS"], "a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n{child}\n")
+    if os.environ.get("FAKE_SGLANG_ARGV"):
+        Path(os.environ["FAKE_SGLANG_ARGV"]).write_text("".join(f"{w}\n" for w in argv), encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    args = _args(argv)
+    mode = os.environ.get("FAKE_SGLANG_MODE", "healthy")
+    if mode == "ignore_term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, "ignore" if mode == "ignore_term" else "-"])
+    _record(args, argv, child.pid)
+    print(f"fake sglang: loading {args.model_path} with tp {args.tp_size}", flush=True)
+    if mode == "never_healthy":
+        while True:
+            print("fake sglang: still loading weights ...", flush=True)
+            time.sleep(1)
+    script_path = os.environ.get("FAKE_SGLANG_SCRIPT")
+    policy = fixed_policy
+    if script_path:
+        policy = math_policy(args.model_path, json.loads(Path(script_path).read_text(encoding="utf-8")))
+    engine = FakeSGLang(policy, context_length=args.context_length)
+    loop = asyncio.new_event_loop()
+    if mode == "dies":
+        loop.call_later(float(os.environ.get("FAKE_SGLANG_DIE_AFTER", "2")), _die)
+    print(f"fake sglang: serving on {args.host}:{args.port}", flush=True)
+    web.run_app(engine._app, host=args.host, port=args.port, handle_signals=False, print=None,
+                access_log=None, loop=loop)
+    return 0
+
+
+def _die() -> None:
+    print("fake sglang: scheduler crashed (scripted): exiting with status 3", flush=True)
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
