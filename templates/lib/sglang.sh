@@ -13,7 +13,26 @@ start_sglang_server() { # <log> <command>...
   "$@" >"$log" 2>&1 </dev/null &
   TOOLKIT_SERVER_PID=$!
   set +m
+  TOOLKIT_SERVER_START=$(process_start_time "$TOOLKIT_SERVER_PID")
   TOOLKIT_SERVER_LOG=$log
+}
+
+# process_start_time PID: the process's start time (clock ticks after boot, /proc/PID/stat
+# field 22); nothing when PID does not exist.
+process_start_time() { # <pid>
+  local stat
+  [[ -r /proc/$1/stat ]] || return 0
+  stat=$(<"/proc/$1/stat") || return 0
+  stat=${stat##*) } # the fields after the command name (which may hold spaces)
+  read -r -a stat <<<"$stat"
+  printf '%s\n' "${stat[19]}"
+}
+
+# group_is_ours PGID START: false when the number PGID now belongs to another process group.
+# While any member of our group lives, Linux does not hand its number out again; once all are
+# gone it may, and then a process with that PID exists but started at another time.
+group_is_ours() { # <pgid> <start-time>
+  [[ ! -e /proc/$1 || $(process_start_time "$1") == "$2" ]]
 }
 
 # server_running: true while the server we started still runs.
@@ -65,37 +84,48 @@ wait_for_sglang() { # <url> <timeout-seconds>
   say "the SGLang server is healthy ($((timeout - deadline + SECONDS))s)"
 }
 
-# group_alive PGID: true while any process of the process group PGID exists.
-group_alive() { # <pgid>
-  kill -0 -- "-$1" 2>/dev/null
+# group_alive PGID START: true while a process of our process group PGID (leader started at START) exists.
+group_alive() { # <pgid> <start-time>
+  group_is_ours "$1" "$2" && kill -0 -- "-$1" 2>/dev/null
 }
 
-# stop_sglang_server: TERM the server's process group (the server and its schedulers), wait up to
-# TOOLKIT_SERVER_GRACE seconds (default 15), then KILL what is left. Only that group is signalled.
-stop_sglang_server() {
-  local pgid=${TOOLKIT_SERVER_PID:-} tick grace=${TOOLKIT_SERVER_GRACE:-15}
-  [[ -n $pgid ]] || return 0
-  if group_alive "$pgid"; then
+# stop_group PGID START WHAT: TERM our process group PGID (its leader started at START: a process
+# we started, with its children), wait up to TOOLKIT_SERVER_GRACE seconds (default 15), then KILL
+# what is left, and reap it. Only that group is signalled, and only while it is ours.
+stop_group() { # <pgid> <start-time> <what>
+  local pgid=$1 start=$2 what=$3 tick grace=${TOOLKIT_SERVER_GRACE:-15}
+  group_is_ours "$pgid" "$start" || return 0
+  if group_alive "$pgid" "$start"; then
     kill -TERM -- "-$pgid" 2>/dev/null || true
     for ((tick = 0; tick < grace * 5; tick++)); do
-      group_alive "$pgid" || break
+      group_alive "$pgid" "$start" || break
       sleep 0.2
     done
-    if group_alive "$pgid"; then
-      say "the SGLang server ignored TERM for ${grace}s: killing its process group $pgid"
+    if group_alive "$pgid" "$start"; then
+      say "$what ignored TERM for ${grace}s: killing its process group $pgid"
       kill -KILL -- "-$pgid" 2>/dev/null || true
     fi
   fi
   wait "$pgid" 2>/dev/null || true
+}
+
+# stop_sglang_server: stop the server's process group (the server and its schedulers).
+stop_sglang_server() {
+  local pgid=${TOOLKIT_SERVER_PID:-}
+  [[ -n $pgid ]] || return 0
   TOOLKIT_SERVER_PID=
+  stop_group "$pgid" "${TOOLKIT_SERVER_START:-}" "the SGLang server"
   say "stopped the SGLang server (process group $pgid)"
 }
 
-# run_while_server_lives COMMAND...: run COMMAND (the evaluation) in the background and return
-# its status; if the server dies first, stop COMMAND and die with the server log's tail.
+# run_while_server_lives COMMAND...: run COMMAND (the evaluation) in a process group of its own
+# and return its status; if the server dies first, stop COMMAND and die with the server log's tail.
 run_while_server_lives() { # <command>...
-  "$@" &
+  set -m
+  "$@" </dev/null &
   TOOLKIT_EVAL_PID=$!
+  set +m
+  TOOLKIT_EVAL_START=$(process_start_time "$TOOLKIT_EVAL_PID")
   while kill -0 "$TOOLKIT_EVAL_PID" 2>/dev/null; do
     if ! server_running; then
       reap_server
@@ -107,17 +137,18 @@ run_while_server_lives() { # <command>...
   done
   local status=0
   wait "$TOOLKIT_EVAL_PID" || status=$?
+  # whatever the evaluation left behind in its group (it would hold the log pipe open)
+  stop_group "$TOOLKIT_EVAL_PID" "$TOOLKIT_EVAL_START" "the evaluation"
   TOOLKIT_EVAL_PID=
   return "$status"
 }
 
-# stop_evaluation: TERM the evaluation process if it still runs, and reap it.
+# stop_evaluation: stop the evaluation's process group if it still runs.
 stop_evaluation() {
-  local pid=${TOOLKIT_EVAL_PID:-}
-  [[ -n $pid ]] || return 0
+  local pgid=${TOOLKIT_EVAL_PID:-}
+  [[ -n $pgid ]] || return 0
   TOOLKIT_EVAL_PID=
-  kill -TERM "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
+  stop_group "$pgid" "${TOOLKIT_EVAL_START:-}" "the evaluation"
 }
 
 # free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
@@ -125,7 +156,9 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# eval_cleanup_on_signal SIGNAL: stop the evaluation, then exit 128+N (the EXIT trap stops the server).
+# eval_cleanup_on_signal SIGNAL: stop the evaluation, then exit 128+N (the EXIT trap stops the
+# server). The evaluation and the server run in process groups of their own, so a Ctrl-C at the
+# terminal reaches only this script, which stops them in order.
 eval_cleanup_on_signal() { # <signal-name>
   trap - INT TERM
   say "caught SIG$1: stopping the evaluation and the SGLang server"

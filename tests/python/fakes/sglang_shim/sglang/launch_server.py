@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from fakes.math_policy import math_policy
 from fakes.sglang_server import Completion, FakeSGLang
 
 #: the "scheduler" child: sleeps; with argv[1] == "ignore" it ignores SIGTERM like its parent
@@ -56,31 +56,6 @@ def fixed_policy(input_ids: list[int], sampling_params: dict[str, Any]) -> Compl
     return Completion([11, 12, 13], {"type": "stop", "matched": 13})
 
 
-def math_policy(model_path: str, script: dict[str, dict[str, str]]) -> Any:
-    """The example math agent's two turns: a calculator call, then the (maybe wrong) answer."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
-
-    def reply(prompt: str) -> str:
-        question = prompt.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0]
-        plan = script[question]
-        if "<tool_response>" not in prompt:
-            call = {"name": "calculator", "arguments": {"expression": plan["expression"]}}
-            return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
-        result = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", prompt, re.S)[-1].strip()
-        value = str(int(result) + 1) if plan["plan"] == "wrong" else result
-        return f"The calculator says {result}, so the answer is \\boxed{{{value}}}."
-
-    def policy(input_ids: list[int], sampling_params: dict[str, Any]) -> Completion:
-        text = reply(tokenizer.decode(input_ids, skip_special_tokens=False))
-        ids = [*tokenizer.encode(text, add_special_tokens=False), stop]
-        return Completion(ids, {"type": "stop", "matched": stop})
-
-    return policy
-
-
 def _record(args: argparse.Namespace, argv: list[str], child: int) -> None:
     if os.environ.get("FAKE_SGLANG_PIDS"):
         with open(os.environ["FAKE_SGLANG_PIDS"], "a", encoding="utf-8") as handle:
@@ -89,7 +64,22 @@ def _record(args: argparse.Namespace, argv: list[str], child: int) -> None:
         Path(os.environ["FAKE_SGLANG_ARGV"]).write_text("".join(f"{w}\n" for w in argv), encoding="utf-8")
 
 
+def _rename() -> None:
+    """Re-exec as ``python .../sglang/launch_server.py`` (same PID), once.
+
+    The toolkit's stale-process cleanup matches ``sglang.launch_server`` on the command line; on
+    a shared test machine another test's *real* cleanup (same user) would stop this stand-in
+    mid-test. The rendered script's command is unchanged; only the running stand-in's
+    ``/proc/<pid>/cmdline`` loses the dotted name.
+    """
+    if os.environ.get("FAKE_SGLANG_RENAMED"):
+        return
+    os.environ["FAKE_SGLANG_RENAMED"] = "1"
+    os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), *sys.argv[1:]])
+
+
 def main(argv: list[str]) -> int:
+    _rename()
     args = _args(argv)
     mode = os.environ.get("FAKE_SGLANG_MODE", "healthy")
     if mode == "ignore_term":

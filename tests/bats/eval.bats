@@ -1,0 +1,252 @@
+#!/usr/bin/env bats
+# bin/eval end to end: validation, rendering, and the rendered eval.sh running a real stand-in of
+# `python3 -m sglang.launch_server` (tests/python/fakes/sglang_shim: the scripted SGLang protocol
+# on --port, plus one child process like SGLang's scheduler) in its variants: healthy, never
+# healthy, dying mid-run, ignoring TERM. The evaluation module itself is stubbed here (python3
+# -m agentcore_slime.evaluate records its argv and exits as told); tests/python/e2e runs it for
+# real. pkill/pgrep are stubs over a scripted process list that holds another user's SGLang.
+
+load ../test_helper
+load launcher
+
+_setup() {
+  export TOOLKIT_RUNS_DIR="$BATS_TEST_TMPDIR/runs"
+  make_install "$WORK/install"
+  write_env "$WORK/exp.env" "$WORK/install" "VAL_DATA_PATH='$WORK/install/data/gsm8k_test.jsonl'" \
+    "NUM_GPUS=4" "EVAL_HEALTH_TIMEOUT=20"
+  RUN_DIR="$TOOLKIT_RUNS_DIR/bats-exp"
+  EVAL="$REPO_ROOT/bin/eval"
+  export PYTHONPATH="$REPO_ROOT/tests/python/fakes/sglang_shim:$REPO_ROOT/tests/python"
+  export FAKE_SGLANG_PIDS="$BATS_TEST_TMPDIR/server.pids" FAKE_SGLANG_ARGV="$BATS_TEST_TMPDIR/server.argv"
+  export TOOLKIT_SERVER_GRACE=2
+  stub_process_list
+  stub_evaluation
+}
+
+_teardown_pids() {
+  local pid
+  [[ -f $FAKE_SGLANG_PIDS ]] || return 0
+  while read -r pid; do kill -KILL "$pid" 2>/dev/null || true; done <"$FAKE_SGLANG_PIDS"
+}
+
+teardown() {
+  _teardown_pids
+}
+
+# stub_process_list: pkill and pgrep over $PROCS ("uid pid command" lines): this user's stale
+# SGLang server and another user's (uid 4242). pkill appends "SIGNAL pid" to $SIGNALS for every
+# process it matches (honouring -u and -f like procps) and removes it from the list.
+stub_process_list() {
+  export PROCS="$BATS_TEST_TMPDIR/procs" SIGNALS="$BATS_TEST_TMPDIR/signals"
+  printf '%s\n' "$(id -u) 31001 python3 -m sglang.launch_server --model-path /old" \
+    "4242 31002 python3 -m sglang.launch_server --model-path /theirs" \
+    "4242 31003 sglang::scheduler_TP0" >"$PROCS"
+  : >"$SIGNALS"
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  local matcher='
+signal= uid= pattern=
+while (($#)); do
+  case $1 in
+    -u) uid=$2; shift ;;
+    -f | -x) pattern=$2; shift ;;
+    -TERM | -KILL) signal=${1#-} ;;
+  esac
+  shift
+done
+found=1
+while read -r puid pid cmd; do
+  [[ $puid == "$uid" && $cmd =~ $pattern ]] || { echo "$puid $pid $cmd" >>"$PROCS.new"; continue; }
+  found=0
+  if [[ -n $signal ]]; then echo "$signal $pid" >>"$SIGNALS"; else echo "$pid"; echo "$puid $pid $cmd" >>"$PROCS.new"; fi
+done <"$PROCS"
+mv "$PROCS.new" "$PROCS" 2>/dev/null || : >"$PROCS"
+exit "$found"'
+  stub pkill "$matcher"
+  stub pgrep "$matcher"
+}
+
+# stub_evaluation: `python3 -m agentcore_slime.evaluate ...` records its argv as one
+# "evaluate ..." line and its PYTHONPATH, sleeps FAKE_EVAL_SECONDS and exits FAKE_EVAL_STATUS;
+# any other python3 call runs the real python3.
+stub_evaluation() {
+  cat >"$STUB_DIR/python3" <<STUB
+#!/usr/bin/env bash
+if [[ \${1:-} == -m && \${2:-} == agentcore_slime.evaluate ]]; then
+  { printf 'evaluate'; printf ' %q' "\${@:3}"; printf '\n'; } >>"\$CALL_LOG"
+  printf '%s\n' "\$PYTHONPATH" >"\$BATS_TEST_TMPDIR/eval.pythonpath"
+  echo \$\$ >"\$BATS_TEST_TMPDIR/eval.pid"
+  sleep "\${FAKE_EVAL_SECONDS:-0}"
+  exit "\${FAKE_EVAL_STATUS:-0}"
+fi
+exec "$TEST_PYTHON_DIR/python3" "\$@"
+STUB
+  chmod +x "$STUB_DIR/python3"
+}
+
+# alive PID: the process exists and is not a zombie.
+alive() { # <pid>
+  local stat
+  stat=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  [[ $stat != Z* ]]
+}
+
+# assert_server_stopped: the server and its child process are gone.
+assert_server_stopped() {
+  local pid count=0
+  [[ -s $FAKE_SGLANG_PIDS ]] || flunk "the server never started"
+  while read -r pid; do
+    count=$((count + 1))
+    ! alive "$pid" || flunk "server process $pid is still running"
+  done <"$FAKE_SGLANG_PIDS"
+  ((count == 2)) || flunk "expected the server and its child, got $count PIDs"
+}
+
+# assert_only_own_signalled: the stale-process cleanup signalled this user's SGLang only.
+assert_only_own_signalled() {
+  run cat "$SIGNALS"
+  assert_output "TERM 31001"
+  grep -q "^4242 31002 " "$PROCS" || flunk "another user's process left the list"
+}
+
+@test "--help prints the header; no argument prints the usage line on stderr, exit 2" {
+  run -0 "$EVAL" --help
+  assert_line "Usage: bin/eval [--dry-run] [--checkpoint DIR] [--limit N] [--set KEY=VALUE]... ENV_FILE"
+  run -2 --separate-stderr "$EVAL"
+  [[ -z $output && $stderr == "Usage: bin/eval "* ]] || flunk "stderr: $stderr"
+  refute_calls
+}
+
+@test "a healthy server: evaluation with the server's URL, exit 0, server and its child stopped" {
+  mkdir -p "$WORK/ckpt"
+  echo '{}' >"$WORK/ckpt/config.json"
+  sleep 60 &
+  local bystander=$!
+  run -0 "$EVAL" --checkpoint "$WORK/ckpt" --limit 2 --set EVAL_TP_SIZE=4 "$WORK/exp.env"
+  assert_output_contains "the SGLang server is healthy"
+  assert_output_contains "stopped the SGLang server (process group"
+  alive "$bystander" || flunk "a process that is not the server's was stopped"
+  kill "$bystander"
+  assert_server_stopped
+  assert_only_own_signalled
+  # the server got the checkpoint and the TP size; the evaluation got the server's URL
+  run cat "$FAKE_SGLANG_ARGV"
+  [[ ${lines[0]} == --model-path && ${lines[1]} == "$WORK/ckpt" && ${lines[2]} == --tp-size && ${lines[3]} == 4 ]] ||
+    flunk "$output"
+  local port=${lines[-1]}
+  run calls evaluate
+  ((${#lines[@]} == 1)) || flunk "$output"
+  assert_output_contains "--config $RUN_DIR/toolkit.yaml --model-dir $WORK/ckpt --checkpoint $WORK/ckpt"
+  assert_output_contains "--data $WORK/install/data/gsm8k_test.jsonl --n-samples 1 --temperature 0.0"
+  assert_output_contains "--limit 2 --engine-url http://127.0.0.1:$port --out-dir $RUN_DIR/eval/"
+  [[ $(cat "$BATS_TEST_TMPDIR/eval.pythonpath") == "$REPO_ROOT/python:$PYTHONPATH" ]]
+  grep -q "exit status 0" "$RUN_DIR/eval.log"
+  [[ -f $RUN_DIR/toolkit.yaml && -x $RUN_DIR/eval.sh ]]
+}
+
+@test "the evaluation's exit status is the script's; the server is stopped" {
+  FAKE_EVAL_STATUS=1 run -1 "$EVAL" "$WORK/exp.env"
+  assert_output_contains "the SGLang server is healthy"
+  assert_output_contains "exit status 1"
+  run calls evaluate
+  ((${#lines[@]} == 1)) || flunk "evaluation calls: $output"
+  assert_server_stopped
+}
+
+@test "a server that never becomes healthy: timeout message with the log tail, exit 1, stopped" {
+  FAKE_SGLANG_MODE=never_healthy run -1 "$EVAL" --set EVAL_HEALTH_TIMEOUT=3 "$WORK/exp.env"
+  assert_output_contains "the SGLang server was not healthy after 3s (raise EVAL_HEALTH_TIMEOUT"
+  assert_output_contains "  | fake sglang: still loading weights ..."
+  assert_server_stopped
+  run calls evaluate
+  [[ -z $output ]] || flunk "the evaluation ran: $output"
+}
+
+@test "a server that dies during the evaluation: the evaluation is stopped, log tail, exit 1" {
+  FAKE_SGLANG_MODE=dies FAKE_SGLANG_DIE_AFTER=3 FAKE_EVAL_SECONDS=60 run -1 "$EVAL" "$WORK/exp.env"
+  assert_output_contains "the SGLang server exited with status 3 during the evaluation"
+  assert_output_contains "  | fake sglang: scheduler crashed (scripted): exiting with status 3"
+  ! alive "$(cat "$BATS_TEST_TMPDIR/eval.pid")" || flunk "the evaluation still runs"
+  assert_server_stopped
+}
+
+@test "a server that ignores TERM is killed after TOOLKIT_SERVER_GRACE, with its whole group" {
+  FAKE_SGLANG_MODE=ignore_term run -0 "$EVAL" "$WORK/exp.env"
+  assert_output_contains "the SGLang server ignored TERM for 2s: killing its process group"
+  assert_server_stopped
+}
+
+@test "TERM or Ctrl-C during the evaluation: exit 143/130, evaluation and server stopped" {
+  local signal status pid
+  for signal in TERM INT; do
+    rm -f "$FAKE_SGLANG_PIDS" "$BATS_TEST_TMPDIR/eval.pid"
+    stub_process_list
+    # in a process group of its own, as a terminal's foreground job (job control on for the fork)
+    set -m
+    FAKE_EVAL_SECONDS=60 bash "$EVAL" "$WORK/exp.env" >"$BATS_TEST_TMPDIR/out" 2>&1 &
+    pid=$!
+    set +m
+    for _ in $(seq 100); do [[ -s $BATS_TEST_TMPDIR/eval.pid ]] && break; command sleep 0.2; done
+    [[ -s $BATS_TEST_TMPDIR/eval.pid ]] || flunk "the evaluation never started: $(cat "$BATS_TEST_TMPDIR/out")"
+    # Ctrl-C signals the terminal's foreground process group (bin/eval execs into eval.sh, so
+    # $pid is the script and its group; the server and the evaluation run in groups of their own
+    # and are stopped by the script's trap); TERM goes to the script
+    if [[ $signal == INT ]]; then kill -INT -- "-$pid"; else kill -TERM "$pid"; fi
+    status=0
+    wait "$pid" || status=$?
+    [[ $signal == TERM && $status == 143 || $signal == INT && $status == 130 ]] ||
+      flunk "SIG$signal: exit status $status" "$(cat "$BATS_TEST_TMPDIR/out")"
+    grep -q "caught SIG$signal: stopping the evaluation and the SGLang server" "$BATS_TEST_TMPDIR/out"
+    assert_server_stopped
+    assert_only_own_signalled
+  done
+}
+
+@test "--dry-run prints the script, the server command and the evaluation command; runs nothing" {
+  run -0 --separate-stderr "$EVAL" --dry-run --limit 5 --set "EVAL_SGLANG_FLAGS=--attention-backend fa3" "$WORK/exp.env"
+  ((${#lines[@]} == 3)) || flunk "$output"
+  [[ ${lines[0]} == */eval.sh && -f ${lines[0]} ]]
+  assert_line "python3 -m sglang.launch_server --model-path $WORK/install/model --tp-size 2 --host 127.0.0.1 --mem-fraction-static 0.7 --log-level warning --attention-backend fa3 --port \$port"
+  [[ ${lines[2]} == "python3 -m agentcore_slime.evaluate --config "*"/toolkit.yaml --model-dir $WORK/install/model "*" --limit 5 --engine-url http://127.0.0.1:\$port --out-dir "* ]] ||
+    flunk "${lines[2]}"
+  refute_calls
+  [[ ! -e $TOOLKIT_RUNS_DIR && ! -e $FAKE_SGLANG_PIDS ]]
+}
+
+@test "bad input is refused before anything runs (exit 2), same messages as bin/train" {
+  write_env "$WORK/noval.env" "$WORK/install"
+  run -2 --separate-stderr "$EVAL" "$WORK/noval.env"
+  [[ $stderr == "bin/eval: VAL_DATA_PATH is not set: bin/eval evaluates on the validation JSONL"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$EVAL" --set EVAL_TP_SIZE=8 "$WORK/exp.env"
+  [[ $stderr == "bin/eval: EVAL_TP_SIZE=8 is more than the node's NUM_GPUS=4"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$EVAL" --set NUM_GPU=2 "$WORK/exp.env"
+  [[ $stderr == "bin/eval: --set: unknown key NUM_GPU (did you mean NUM_GPUS?)" ]] || flunk "$stderr"
+  run -2 --separate-stderr "$EVAL" --checkpoint "$WORK/nowhere" "$WORK/exp.env"
+  [[ $stderr == "bin/eval: $WORK/nowhere is not an HF model directory (no config.json)"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$EVAL" --limit 0 "$WORK/exp.env"
+  [[ $stderr == "bin/eval: --limit 0 must be at least 1"* ]] || flunk "$stderr"
+  refute_calls
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
+
+@test "bin/train --variant eval points to bin/eval" {
+  run -2 --separate-stderr "$REPO_ROOT/bin/train" --variant eval "$WORK/exp.env"
+  [[ $stderr == *"bin/eval ENV_FILE [--checkpoint DIR] [--limit N]"* ]] || flunk "$stderr"
+}
+
+@test "stop_group signals a process group only while its leader is the process we started" {
+  # shellcheck source=templates/lib/common.sh
+  source "$LIB_DIR/common.sh"
+  # shellcheck source=templates/lib/sglang.sh
+  source "$LIB_DIR/sglang.sh"
+  set -m
+  sleep 60 &
+  local pid=$! start
+  set +m
+  start=$(process_start_time "$pid")
+  [[ -n $start ]]
+  # the same number, but another start time: a group that reused the number of ours
+  stop_group "$pid" "$((start + 1))" "the test group"
+  alive "$pid" || flunk "a group that is not ours was signalled"
+  stop_group "$pid" "$start" "the test group"
+  ! alive "$pid" || flunk "our group is still running"
+}

@@ -1,0 +1,218 @@
+"""End-to-end rehearsal of ``bin/eval`` on a CPU machine, on loopback only.
+
+``bin/eval`` runs as a user runs it (a subprocess: the launcher, the rendered ``eval.sh``, its
+SGLang server, ``python -m agentcore_slime.evaluate``) with the example math agent
+(``examples/math_agent``: agentcore-rl-toolkit's ``AgentCoreRLApp`` under uvicorn, Strands, the
+calculator, the exact-match reward) writing its results to S3 through botocore, and the
+toolkit's gateway and launcher (local transport) unchanged. The evaluation module is also run
+on its own against an engine it did not start (``--engine-url``), through the ACR transport.
+
+Stand-ins (each speaks the real protocol over real HTTP):
+
+- ``python -m sglang.launch_server``: ``tests/python/fakes/sglang_shim`` (on PYTHONPATH) serves
+  ``fakes.sglang_server.FakeSGLang``'s SGLang protocol on the requested port, with
+  ``fakes.math_policy`` playing the model (right or off by one, per question) and the locally
+  built Qwen2.5-like toy tokenizer as the checkpoint.
+- S3: moto's server mode (``fakes.s3.LocalS3``); ACR: ``fakes.acr_dataplane.AcrDataPlane``.
+- ``pkill``/``pgrep``: recording stubs that find nothing (the stale-process cleanup must not touch
+  the SGLang stand-ins of tests running beside this one; tests/bats/eval.bats covers it).
+
+Validation rows: four GSM8K problems (right, wrong, right, right), one whose answer is not a
+number (the agent rejects its payload: an agent error result) and one whose metadata is not an
+object (no agent is started: an infrastructure failure), each run twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import prepare_gsm8k
+import pytest
+from agentcore_slime import evaluate
+from fakes.acr_dataplane import AcrDataPlane, AgentServer
+from fakes.math_policy import math_policy
+from fakes.s3 import LocalS3
+from fakes.sglang_server import FakeSGLang
+from fakes.toy_tokenizer import build_toy_tokenizer
+
+REPO = Path(__file__).resolve().parents[3]
+SAMPLE = REPO / "examples" / "data" / "gsm8k_sample.jsonl"
+SHIM = REPO / "tests" / "python" / "fakes" / "sglang_shim"
+ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/gsm8k_math_agent-AbCdEf1234"
+PLANS = ("right", "wrong", "right", "right")
+N_SAMPLES = 2
+
+
+@dataclass
+class Stand:
+    """Everything running for the module."""
+
+    workdir: Path
+    s3: LocalS3
+    bucket: str
+    agent_url: str
+    model_dir: Path
+    train_path: Path
+    validation_path: Path
+    script_path: Path
+    script: dict[str, dict[str, str]]
+
+
+def _validation(workdir: Path) -> tuple[Path, Path, dict[str, dict[str, str]]]:
+    rows = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()][4:8]
+    raw = workdir / "raw_test.jsonl"
+    raw.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = workdir / "gsm8k"
+    assert prepare_gsm8k.main(["--train", str(SAMPLE), "--validation", str(raw), "--out-dir", str(out)]) == 0
+    script = {
+        row["question"].strip(): {"expression": re.findall(r"<<([^=<>]+)=", row["answer"])[-1], "plan": plan}
+        for row, plan in zip(rows, PLANS, strict=True)
+    }
+    validation = out / "validation.jsonl"
+    with validation.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"prompt": "What is 1 + 1?", "metadata": {"prompt": "What is 1 + 1?",
+                                                                          "answer": "two"}}) + "\n")
+        handle.write(json.dumps({"prompt": "broken row", "metadata": "not an object"}) + "\n")
+    script_path = workdir / "policy.json"
+    script_path.write_text(json.dumps(script), encoding="utf-8")
+    return out / "train.jsonl", validation, script
+
+
+@pytest.fixture(scope="module")
+def stand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand]:
+    import agent as math_agent
+
+    workdir = tmp_path_factory.mktemp("bin-eval")
+    train_path, validation_path, script = _validation(workdir)
+    model_dir = build_toy_tokenizer(workdir / "toy-qwen2.5")
+    with LocalS3() as s3, AgentServer(math_agent.create_app()) as agent, pytest.MonkeyPatch.context() as env:
+        for key, value in s3.env().items():
+            env.setenv(key, value)
+        for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", "AGENT_URL", "S3_BUCKET"):
+            env.delenv(key, raising=False)
+        yield Stand(workdir, s3, s3.create_bucket(), agent.url, model_dir, train_path, validation_path,
+                    workdir / "policy.json", script)
+
+
+def _env_file(stand: Stand, exp_id: str) -> Path:
+    path = stand.workdir / f"{exp_id}.env"
+    lines = [
+        f"EXP_ID={exp_id}", f"S3_BUCKET={stand.bucket}", f"AGENT_URL={stand.agent_url}",
+        f"MODEL_DIR={stand.model_dir}", f"DATA_PATH={stand.train_path}", "MODEL_TYPE=qwen2.5-3B",
+        f"VAL_DATA_PATH={stand.validation_path}", f"N_SAMPLES_PER_EVAL_PROMPT={N_SAMPLES}",
+        "EVAL_TEMPERATURE=1.0", "EVAL_MAX_RESPONSE_LEN=256", "GATEWAY_HOST=127.0.0.1", "GATEWAY_PORT=0",
+        "ACR_TIMEOUT=60", "NUM_GPUS=1", "ROLLOUT_GPUS_PER_ENGINE=1", "TP_SIZE=1", "EVAL_HEALTH_TIMEOUT=60",
+        "ROLLOUT_BATCH_SIZE=2", "N_SAMPLES_PER_PROMPT=2",
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _stubs(directory: Path) -> Path:
+    """pkill/pgrep that record their argv and find nothing."""
+    directory.mkdir(exist_ok=True)
+    for name in ("pkill", "pgrep"):
+        stub = directory / name
+        stub.write_text(f'#!/usr/bin/env bash\necho "{name} $*" >>"{directory}/calls"\nexit 1\n')
+        stub.chmod(0o755)
+    return directory
+
+
+def check_results(out_dir: Path, stand: Stand, exp_id: str) -> dict[str, Any]:
+    """episodes.jsonl and summary.json against the scripted outcomes; returns the summary."""
+    episodes = [json.loads(line) for line in (out_dir / "episodes.jsonl").read_text().splitlines()]
+    assert [(e["row"], e["sample"]) for e in episodes] == [(r, s) for r in range(6) for s in range(N_SAMPLES)]
+    for episode in episodes:
+        row = episode["row"]
+        if row < len(PLANS):
+            assert episode["failure_class"] is None
+            assert episode["reward"] == (1.0 if PLANS[row] == "right" else 0.0)
+            assert episode["turns"] == 2 and episode["completion_tokens"] > 0 and episode["prompt_tokens"] > 0
+        elif row == len(PLANS):
+            assert episode["reward"] is None and episode["failure_class"] == "agent"
+            assert episode["failure_reason"] == "agent error result" and episode["turns"] == 0
+            assert "status_code 500" in episode["failure_detail"]
+        else:
+            assert episode["failure_class"] == "infrastructure"
+            assert episode["failure_reason"] == "bad dataset row"
+        assert episode["seconds"] >= 0 and len(episode["session_id"]) == 36
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["rows"] == 6 and summary["episodes"] == 12 and summary["failed"] == 4
+    assert summary["accuracy"] == pytest.approx(6 / 12) and summary["mean_reward"] == pytest.approx(6 / 12)
+    assert summary["accuracy_without_infrastructure_failures"] == pytest.approx(6 / 10)
+    assert summary["pass_at_k"] == {"1": pytest.approx(0.5), "2": pytest.approx(0.5)}
+    assert summary["failures"] == {"by_class": {"agent": 2, "infrastructure": 2},
+                                   "by_reason": {"agent error result": 2, "bad dataset row": 2}}
+    assert summary["tokens"]["completion"] == sum(e["completion_tokens"] for e in episodes)
+    settings = summary["settings"]
+    assert settings["sampling"] == {"temperature": 1.0, "max_new_tokens": 256}
+    assert settings["s3_results"].startswith(f"s3://{stand.bucket}/{exp_id}/eval-")
+    # the agent wrote one result per started episode under the evaluation's prefix, as in training
+    prefix = settings["s3_results"].removeprefix(f"s3://{stand.bucket}/")
+    listing = stand.s3.client().list_objects_v2(Bucket=stand.bucket, Prefix=prefix)
+    keys = {item["Key"].rsplit("/", 1)[1].removesuffix(".json") for item in listing.get("Contents", [])}
+    assert keys == {e["session_id"] for e in episodes if e["row"] < len(PLANS) + 1}
+    return summary
+
+
+def test_bin_eval_end_to_end(stand: Stand, tmp_path: Path) -> None:
+    """bin/eval: server up, every row through the agent, results written, server stopped."""
+    stubs = _stubs(tmp_path / "stubs")
+    pids = tmp_path / "server.pids"
+    env = {
+        **os.environ,
+        "PATH": f"{stubs}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": f"{SHIM}:{REPO / 'tests' / 'python'}",
+        "TOOLKIT_PYTHON": sys.executable,
+        "TOOLKIT_RUNS_DIR": str(tmp_path / "runs"),
+        "FAKE_SGLANG_SCRIPT": str(stand.script_path),
+        "FAKE_SGLANG_PIDS": str(pids),
+    }
+    env.pop("TOOLKIT_DEBUG", None)
+    done = subprocess.run([str(REPO / "bin" / "eval"), str(_env_file(stand, "e2e-eval"))], env=env,
+                          capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [out_dir] = (tmp_path / "runs" / "e2e-eval" / "eval").iterdir()
+    summary = check_results(out_dir, stand, "e2e-eval")
+    assert summary["checkpoint"] == str(stand.model_dir)
+    assert "accuracy     50.0%" in done.stdout and "pass@2 50.0%" in done.stdout
+    assert "2 x agent error result" in done.stdout
+    for pid in map(int, pids.read_text().split()):
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    calls = (stubs / "calls").read_text()
+    assert calls.startswith(f"pkill -TERM -u {os.getuid()} -f ")
+
+
+def test_evaluate_module_against_a_running_engine_through_acr(stand: Stand, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """python -m agentcore_slime.evaluate --engine-url: a server the user runs; ACR transport."""
+    config = tmp_path / "toolkit.yaml"
+    config.write_text(
+        f"agent_runtime_arn: {ARN}\nagent_url: null\ns3_bucket: {stand.bucket}\nexp_id: e2e-eval-acr\n"
+        "gateway_port: 0\ngateway_host: 127.0.0.1\nacr_timeout: 60\nacr_tps_limit: 1000\n"
+        "result_poll_interval: 0.05\n",
+        encoding="utf-8",
+    )
+    engine = FakeSGLang(math_policy(str(stand.model_dir), stand.script))
+    with engine, AcrDataPlane({ARN: stand.agent_url}) as plane:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", plane.url)
+        status = evaluate.main([
+            "--config", str(config), "--engine-url", engine.url, "--model-dir", str(stand.model_dir),
+            "--data", str(stand.validation_path), "--n-samples", str(N_SAMPLES), "--temperature", "1.0",
+            "--max-new-tokens", "256", "--out-dir", str(tmp_path / "out"),
+        ])
+    assert status == 0
+    summary = check_results(tmp_path / "out", stand, "e2e-eval-acr")
+    assert summary["settings"]["transport"] == "acr"
+    started = {c.session_id for c in plane.invocations}
+    assert len(started) == 10 and {sid for _, sid in plane.stops} == started
+    assert "accuracy     50.0%" in capsys.readouterr().out
