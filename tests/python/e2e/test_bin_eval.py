@@ -93,13 +93,14 @@ def stand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand]:
     workdir = tmp_path_factory.mktemp("bin-eval")
     train_path, validation_path, script = _validation(workdir)
     model_dir = build_toy_tokenizer(workdir / "toy-qwen2.5")
-    with LocalS3() as s3, AgentServer(math_agent.create_app()) as agent, pytest.MonkeyPatch.context() as env:
-        for key, value in s3.env().items():
+    with LocalS3() as s3, pytest.MonkeyPatch.context() as env:
+        for key, value in s3.env().items():  # before the agent's app builds its S3 client
             env.setenv(key, value)
         for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", "AGENT_URL", "S3_BUCKET"):
             env.delenv(key, raising=False)
-        yield Stand(workdir, s3, s3.create_bucket(), agent.url, model_dir, train_path, validation_path,
-                    workdir / "policy.json", script)
+        with AgentServer(math_agent.create_app()) as agent:
+            yield Stand(workdir, s3, s3.create_bucket(), agent.url, model_dir, train_path, validation_path,
+                        workdir / "policy.json", script)
 
 
 def _env_file(stand: Stand, exp_id: str) -> Path:
@@ -109,7 +110,7 @@ def _env_file(stand: Stand, exp_id: str) -> Path:
         f"MODEL_DIR={stand.model_dir}", f"DATA_PATH={stand.train_path}", "MODEL_TYPE=qwen2.5-3B",
         f"VAL_DATA_PATH={stand.validation_path}", f"N_SAMPLES_PER_EVAL_PROMPT={N_SAMPLES}",
         "EVAL_TEMPERATURE=1.0", "EVAL_MAX_RESPONSE_LEN=256", "GATEWAY_HOST=127.0.0.1", "GATEWAY_PORT=0",
-        "ACR_TIMEOUT=60", "NUM_GPUS=1", "ROLLOUT_GPUS_PER_ENGINE=1", "TP_SIZE=1", "EVAL_HEALTH_TIMEOUT=60",
+        "ACR_TIMEOUT=30", "NUM_GPUS=1", "ROLLOUT_GPUS_PER_ENGINE=1", "TP_SIZE=1", "EVAL_HEALTH_TIMEOUT=60",
         "ROLLOUT_BATCH_SIZE=2", "N_SAMPLES_PER_PROMPT=2",
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

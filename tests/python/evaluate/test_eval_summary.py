@@ -1,0 +1,101 @@
+"""The evaluation's numbers against hand-computed episodes: pass@k, accuracy, failures, classes."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from agentcore_slime.evaluate import AGENT, INFRASTRUCTURE, Episode, classify, pass_at_k, screen, summarize
+from agentcore_slime.evaluate.summary import k_values
+
+
+def _episode(row: int, sample: int, reward: float | None, failure: tuple[str, str] | None = None,
+             seconds: float = 1.0, tokens: int = 10) -> Episode:
+    cls, reason = failure if failure else (None, None)
+    return Episode(row, sample, f"{row}-{sample}".ljust(36, "x"), reward, cls, reason, reason, 2, 100, tokens,
+                   False, seconds)
+
+
+def test_pass_at_k_matches_the_definition_by_enumeration() -> None:
+    """1 - C(n-c, k)/C(n, k) equals the share of k-subsets that hold a correct episode."""
+    from itertools import combinations
+
+    for n in range(1, 7):
+        for c in range(n + 1):
+            outcomes = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(combinations(outcomes, k))
+                expected = sum(any(s) for s in subsets) / len(subsets)
+                assert pass_at_k(n, c, k) == pytest.approx(expected)
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+def test_k_values() -> None:
+    assert k_values(1) == [1]
+    assert k_values(2) == [1, 2]
+    assert k_values(8) == [1, 2, 4, 8]
+    assert k_values(5) == [1, 2, 4, 5]
+
+
+def test_summary_of_known_episodes() -> None:
+    """Two rows x 4 samples: row 0 has 1 right, row 1 has 3 right, one timeout, one agent error."""
+    episodes = [
+        _episode(0, 0, 1.0), _episode(0, 1, 0.0), _episode(0, 2, None, (INFRASTRUCTURE, "timeout")),
+        _episode(0, 3, 0.0),
+        _episode(1, 0, 1.0), _episode(1, 1, 0.5), _episode(1, 2, 1.0),
+        _episode(1, 3, None, (AGENT, "agent error result")),
+    ]
+    summary = summarize(episodes, 4, wall_seconds=12.5)
+    assert summary["rows"] == 2 and summary["episodes"] == 8 and summary["failed"] == 2
+    assert summary["accuracy"] == pytest.approx(4 / 8)
+    assert summary["mean_reward"] == pytest.approx(3.5 / 8)
+    assert summary["accuracy_without_infrastructure_failures"] == pytest.approx(4 / 7)
+    assert summary["mean_reward_without_infrastructure_failures"] == pytest.approx(3.5 / 7)
+    expected = {k: (pass_at_k(4, 1, k) + pass_at_k(4, 3, k)) / 2 for k in (1, 2, 4)}
+    assert summary["pass_at_k"] == {str(k): pytest.approx(v) for k, v in expected.items()}
+    assert summary["pass_at_k"]["1"] == pytest.approx(0.5) and summary["pass_at_k"]["4"] == 1.0
+    assert summary["failures"] == {"by_class": {AGENT: 1, INFRASTRUCTURE: 1},
+                                   "by_reason": {"agent error result": 1, "timeout": 1}}
+    assert summary["tokens"]["completion"] == 80 and summary["tokens"]["prompt"] == 800
+    assert summary["seconds"]["wall"] == 12.5
+
+
+def test_no_pass_at_k_for_one_sample_and_percentiles() -> None:
+    rng = random.Random(7)
+    seconds = [rng.uniform(0, 100) for _ in range(50)]
+    episodes = [_episode(i, 0, 1.0, seconds=s) for i, s in enumerate(seconds)]
+    summary = summarize(episodes, 1, 1.0)
+    assert "pass_at_k" not in summary and summary["accuracy"] == 1.0
+    per = summary["seconds"]["per_episode"]
+    ordered = sorted(seconds)
+    assert per["p50"] == ordered[math.ceil(0.5 * 50) - 1] and per["max"] == ordered[-1]
+
+
+def test_screen_fits_one_screen_and_names_the_numbers() -> None:
+    episodes = [_episode(0, 0, 1.0), _episode(0, 1, None, (INFRASTRUCTURE, "timeout"))]
+    summary = {"checkpoint": "/m", "data": "/v.jsonl", "n_samples": 2, "out_dir": "/out",
+               **summarize(episodes, 2, 3.0)}
+    text = screen(summary)
+    assert len(text.splitlines()) <= 24
+    assert "accuracy     50.0%" in text and "pass@1 50.0%" in text and "1 x timeout" in text
+    assert "without infrastructure failures: accuracy 100.0%" in text
+
+
+@pytest.mark.parametrize(
+    ("reason", "result", "expected"),
+    [
+        ("timeout: no result at s3://b/k after 900s", None, (INFRASTRUCTURE, "timeout")),
+        ("invoke failed: ThrottlingException", None, (INFRASTRUCTURE, "invoke failed")),
+        ("reading the result failed: ValueError", None, (INFRASTRUCTURE, "result unreadable")),
+        ("gateway could not create the session: boom", None, (INFRASTRUCTURE, "gateway error")),
+        ("agent error result (status_code 500): x", {"status_code": 500}, (AGENT, "agent error result")),
+        ("result 'rewards' is 'x', not a number", {"rewards": "x"}, (AGENT, "bad reward in result")),
+        ("something new", None, (INFRASTRUCTURE, "other")),
+        ("something new", {"status_code": 200}, (AGENT, "agent error result")),
+    ],
+)
+def test_classify(reason: str, result: dict[str, object] | None, expected: tuple[str, str]) -> None:
+    """With a result in hand the failure is the agent's own outcome; without one it is infrastructure."""
+    assert classify(reason, result) == expected
