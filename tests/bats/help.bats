@@ -30,7 +30,7 @@ load ../test_helper
 
 @test "bin/help COMMAND prints that command's help; an unknown command is an error" {
   run -0 "$REPO_ROOT/bin/help" train
-  assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync|async|eval] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
+  assert_line "Usage: bin/train [--dry-run | --render-only] [--variant sync|async] [--set KEY=VALUE]... ENV_FILE [-- SLIME_FLAG...]"
   run -2 "$REPO_ROOT/bin/help" nope
   assert_output "bin/help: no such command: nope (run bin/help for the list)"
 }
