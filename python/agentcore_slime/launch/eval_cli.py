@@ -16,11 +16,12 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
-from .cli import _restore_caller_pythonpath, write_run_dir
+from .cli import _restore_caller_pythonpath
 from .envfile import read_env_file
 from .errors import ConfigError
 from .eval_render import SCRIPT, EvalRequest, commands, render_eval
 from .render import RunPaths, shell_quote
+from .rundir import write_run_dir
 from .validate import Config, parse_overrides, resolve
 
 PROG = "bin/eval"
@@ -129,7 +130,8 @@ def _run(argv: list[str]) -> int:
         run_dir = runs_dir / str(config["EXP_ID"])
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
-    write_run_dir(run_dir, render_eval(config, paths, request, repo / "templates"))
+    rendered = render_eval(config, paths, request, repo / "templates")
+    write_run_dir(run_dir, rendered.files, also_checked=["eval.log"])
     script = run_dir / SCRIPT
     if args.dry_run:
         server, evaluate = commands(config, request, run_dir)
