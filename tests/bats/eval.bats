@@ -13,7 +13,7 @@ _setup() {
   export TOOLKIT_RUNS_DIR="$BATS_TEST_TMPDIR/runs"
   make_install "$WORK/install"
   write_env "$WORK/exp.env" "$WORK/install" "VAL_DATA_PATH='$WORK/install/data/gsm8k_test.jsonl'" \
-    "NUM_GPUS=4" "EVAL_HEALTH_TIMEOUT=20"
+    "NUM_GPUS=4" "EVAL_HEALTH_TIMEOUT=60"
   RUN_DIR="$TOOLKIT_RUNS_DIR/bats-exp"
   EVAL="$REPO_ROOT/bin/eval"
   export PYTHONPATH="$REPO_ROOT/tests/python/fakes/sglang_shim:$REPO_ROOT/tests/python"
@@ -185,7 +185,7 @@ assert_only_own_signalled() {
     FAKE_EVAL_SECONDS=60 bash "$EVAL" "$WORK/exp.env" >"$BATS_TEST_TMPDIR/out" 2>&1 &
     pid=$!
     set +m
-    for _ in $(seq 100); do [[ -s $BATS_TEST_TMPDIR/eval.pid ]] && break; command sleep 0.2; done
+    for _ in $(seq 300); do [[ -s $BATS_TEST_TMPDIR/eval.pid ]] && break; command sleep 0.2; done
     [[ -s $BATS_TEST_TMPDIR/eval.pid ]] || flunk "the evaluation never started: $(cat "$BATS_TEST_TMPDIR/out")"
     # Ctrl-C signals the terminal's foreground process group (bin/eval execs into eval.sh, so
     # $pid is the script and its group; the server and the evaluation run in groups of their own
