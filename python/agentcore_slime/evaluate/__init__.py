@@ -7,11 +7,10 @@ runs once its SGLang server is healthy; it also works against a server you manag
 from __future__ import annotations
 
 from .cli import main
-from .episodes import AGENT, INFRASTRUCTURE, Episode, EpisodeRunner, classify, run_all
+from .episodes import INFRASTRUCTURE, Episode, EpisodeRunner, classify, run_all
 from .summary import pass_at_k, screen, summarize
 
 __all__ = [
-    "AGENT",
     "INFRASTRUCTURE",
     "Episode",
     "EpisodeRunner",

@@ -14,8 +14,7 @@ server; against a server you manage, call it yourself::
         --engine-url http://127.0.0.1:30000 --model-dir /models/my-checkpoint --data val.jsonl
 
 Exit status: 0 evaluated (episodes the agent failed count as wrong), 1 runtime failure (the
-engine or gateway cannot start, or every episode failed for infrastructure reasons: the
-wiring is broken), 2 bad input.
+engine or gateway cannot start, or every episode failed: the wiring is broken), 2 bad input.
 """
 
 from __future__ import annotations

@@ -23,19 +23,20 @@ from agentcore_slime.launcher import EpisodeOutcome, EpisodeRequest, Launcher, n
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
-#: failure classes: the agent ran and returned a result (its own outcome, reward signal) versus
-#: everything between us and that result (invocation, timeout, S3, gateway, engine)
-AGENT, INFRASTRUCTURE = "agent", "infrastructure"
+#: failure classes. An episode whose agent wrote a reward (any value) is the agent's own outcome;
+#: every failure is infrastructure, an agent that crashed included (its crash does not say
+#: whether the policy or the agent's environment caused it) - the boundary training draws.
+INFRASTRUCTURE = "infrastructure"
 
-#: reason prefixes (as the launcher and this module word them) -> (class, short reason)
-_REASONS: tuple[tuple[str, str, str], ...] = (
-    ("timeout", INFRASTRUCTURE, "timeout"),
-    ("invoke failed", INFRASTRUCTURE, "invoke failed"),
-    ("reading the result failed", INFRASTRUCTURE, "result unreadable"),
-    ("gateway", INFRASTRUCTURE, "gateway error"),
-    ("row metadata", INFRASTRUCTURE, "bad dataset row"),
-    ("agent error result", AGENT, "agent error result"),
-    ("result", AGENT, "bad reward in result"),
+#: reason prefixes (as the launcher and this module word them) -> reason code (training's codes)
+_REASONS: tuple[tuple[str, str], ...] = (
+    ("timeout", "timeout"),
+    ("invoke failed", "invoke_error"),
+    ("reading the result failed", "result_unreadable"),
+    ("gateway", "gateway_error"),
+    ("row metadata", "bad_metadata"),
+    ("agent error result", "agent_crashed"),
+    ("result", "bad_reward"),
 )
 
 
@@ -57,8 +58,9 @@ class Episode:
     :param sample: which of the row's ``n`` samples this is.
     :param session_id: the ACR runtime session and gateway session id.
     :param reward: the agent's reward (``None`` when the episode failed).
-    :param failure_class: ``agent`` or ``infrastructure`` (``None`` on success).
-    :param failure_reason: a short, stable reason (``timeout``, ``invoke failed``, ...).
+    :param failure_class: ``infrastructure`` for a failed episode (``None`` when the agent's
+        outcome, its reward, came back).
+    :param failure_reason: a reason code (``timeout``, ``invoke_error``, ``agent_crashed``, ...).
     :param failure_detail: the full message (with the S3 key or the agent's stop reason).
     :param turns: model calls the agent made through the gateway.
     :param prompt_tokens: prompt tokens over all calls.
@@ -85,34 +87,26 @@ class Episode:
         return self.failure_class is None
 
 
-def classify(reason: str, result: dict[str, Any] | None) -> tuple[str, str]:
-    """The failure class and short reason of a failed episode.
-
-    An episode whose agent returned a result (even an error result) failed on its own: that is
-    the model's and agent's outcome. Without a result the failure lies between us and the agent
-    (invocation, timeout, S3, gateway). A launcher that classifies failures itself (an
-    ``EpisodeOutcome.failure_class``) is trusted instead, see :func:`_outcome_failure`.
+def classify(reason: str) -> tuple[str, str]:
+    """The failure class and reason code of a failed episode, from the launcher's message.
 
     :param reason: the failure message.
-    :param result: the agent's result JSON, when one was read.
     """
-    for prefix, failure_class, short in _REASONS:
+    for prefix, code in _REASONS:
         if reason.startswith(prefix):
-            if result is not None and failure_class == INFRASTRUCTURE:
-                break
-            return failure_class, short
-    return (AGENT, "agent error result") if result is not None else (INFRASTRUCTURE, "other")
+            return INFRASTRUCTURE, code
+    return INFRASTRUCTURE, "other"
 
 
 def _outcome_failure(outcome: EpisodeOutcome) -> tuple[str, str] | None:
-    """``(class, reason)`` of a failed outcome; a launcher's own classification wins."""
+    """``(class, reason code)`` of a failed outcome; a launcher that sets a reason code itself
+    (``EpisodeOutcome.failure``) is trusted over the message."""
     if outcome.ok and outcome.reward is not None:
         return None
-    reason = outcome.reason or "no reward"
-    own_class = getattr(outcome, "failure_class", None)
-    if isinstance(own_class, str) and own_class:
-        return own_class, str(getattr(outcome, "failure_kind", None) or classify(reason, outcome.result)[1])
-    return classify(reason, outcome.result)
+    code = getattr(outcome, "failure", None)
+    if isinstance(code, str) and code:
+        return INFRASTRUCTURE, code
+    return classify(outcome.reason or "no reward")
 
 
 def _count(traces: Sequence[CallTrace]) -> tuple[int, int, int, bool]:
@@ -156,8 +150,8 @@ class EpisodeRunner:
             return []
 
     def _failed(self, row: int, sample: int, sid: str, reason: str, seconds: float = 0.0) -> Episode:
-        failure_class, short = classify(reason, None)
-        return Episode(row, sample, sid, None, failure_class, short, reason, 0, 0, 0, False, seconds)
+        failure_class, code = classify(reason)
+        return Episode(row, sample, sid, None, failure_class, code, reason, 0, 0, 0, False, seconds)
 
     async def run(self, row: int, sample: int, metadata: Any) -> Episode:
         """Run one episode; never raises for an episode-level problem.
@@ -244,4 +238,4 @@ async def run_all(
     return list(await asyncio.gather(*jobs))
 
 
-__all__ = ["AGENT", "INFRASTRUCTURE", "Episode", "EpisodeRunner", "classify", "run_all"]
+__all__ = ["INFRASTRUCTURE", "Episode", "EpisodeRunner", "classify", "run_all"]

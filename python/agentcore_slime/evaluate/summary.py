@@ -65,8 +65,8 @@ def summarize(episodes: Sequence[Episode], n_samples: int, wall_seconds: float) 
     """The metrics of ``summary.json`` (without the run's settings).
 
     Failed episodes count as reward 0 and not correct in ``accuracy`` and ``mean_reward``, as in
-    training's eval metrics; ``*_without_infrastructure_failures`` leave out the episodes whose
-    failure was not the agent's (what the model would have scored had the wiring held).
+    training's eval metrics; ``*_without_infrastructure_failures`` leave out the failed episodes
+    (what the model scored on the episodes whose agent returned a reward).
 
     :param episodes: every episode of the evaluation.
     :param n_samples: episodes per row.

@@ -18,8 +18,8 @@ Stand-ins (each speaks the real protocol over real HTTP):
   the SGLang stand-ins of tests running beside this one; tests/bats/eval.bats covers it).
 
 Validation rows: four GSM8K problems (right, wrong, right, right), one whose answer is not a
-number (the agent rejects its payload: an agent error result) and one whose metadata is not an
-object (no agent is started: an infrastructure failure), each run twice.
+number (the agent rejects its payload and its app writes an error result: ``agent_crashed``) and
+one whose metadata is not an object (no agent is started: ``bad_metadata``), each run twice.
 """
 
 from __future__ import annotations
@@ -138,20 +138,20 @@ def check_results(out_dir: Path, stand: Stand, exp_id: str) -> dict[str, Any]:
             assert episode["reward"] == (1.0 if PLANS[row] == "right" else 0.0)
             assert episode["turns"] == 2 and episode["completion_tokens"] > 0 and episode["prompt_tokens"] > 0
         elif row == len(PLANS):
-            assert episode["reward"] is None and episode["failure_class"] == "agent"
-            assert episode["failure_reason"] == "agent error result" and episode["turns"] == 0
+            assert episode["reward"] is None and episode["failure_class"] == "infrastructure"
+            assert episode["failure_reason"] == "agent_crashed" and episode["turns"] == 0
             assert "status_code 500" in episode["failure_detail"]
         else:
             assert episode["failure_class"] == "infrastructure"
-            assert episode["failure_reason"] == "bad dataset row"
+            assert episode["failure_reason"] == "bad_metadata"
         assert episode["seconds"] >= 0 and len(episode["session_id"]) == 36
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["rows"] == 6 and summary["episodes"] == 12 and summary["failed"] == 4
     assert summary["accuracy"] == pytest.approx(6 / 12) and summary["mean_reward"] == pytest.approx(6 / 12)
-    assert summary["accuracy_without_infrastructure_failures"] == pytest.approx(6 / 10)
+    assert summary["accuracy_without_infrastructure_failures"] == pytest.approx(6 / 8)
     assert summary["pass_at_k"] == {"1": pytest.approx(0.5), "2": pytest.approx(0.5)}
-    assert summary["failures"] == {"by_class": {"agent": 2, "infrastructure": 2},
-                                   "by_reason": {"agent error result": 2, "bad dataset row": 2}}
+    assert summary["failures"] == {"by_class": {"infrastructure": 4},
+                                   "by_reason": {"agent_crashed": 2, "bad_metadata": 2}}
     assert summary["tokens"]["completion"] == sum(e["completion_tokens"] for e in episodes)
     settings = summary["settings"]
     assert settings["sampling"] == {"temperature": 1.0, "max_new_tokens": 256}
@@ -185,7 +185,7 @@ def test_bin_eval_end_to_end(stand: Stand, tmp_path: Path) -> None:
     summary = check_results(out_dir, stand, "e2e-eval")
     assert summary["checkpoint"] == str(stand.model_dir)
     assert "accuracy     50.0%" in done.stdout and "pass@2 50.0%" in done.stdout
-    assert "2 x agent error result" in done.stdout
+    assert "2 x agent_crashed" in done.stdout
     for pid in map(int, pids.read_text().split()):
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
     calls = (stubs / "calls").read_text()

@@ -6,7 +6,7 @@ import math
 import random
 
 import pytest
-from agentcore_slime.evaluate import AGENT, INFRASTRUCTURE, Episode, classify, pass_at_k, screen, summarize
+from agentcore_slime.evaluate import INFRASTRUCTURE, Episode, classify, pass_at_k, screen, summarize
 from agentcore_slime.evaluate.summary import k_values
 
 
@@ -45,19 +45,19 @@ def test_summary_of_known_episodes() -> None:
         _episode(0, 0, 1.0), _episode(0, 1, 0.0), _episode(0, 2, None, (INFRASTRUCTURE, "timeout")),
         _episode(0, 3, 0.0),
         _episode(1, 0, 1.0), _episode(1, 1, 0.5), _episode(1, 2, 1.0),
-        _episode(1, 3, None, (AGENT, "agent error result")),
+        _episode(1, 3, None, (INFRASTRUCTURE, "agent_crashed")),
     ]
     summary = summarize(episodes, 4, wall_seconds=12.5)
     assert summary["rows"] == 2 and summary["episodes"] == 8 and summary["failed"] == 2
     assert summary["accuracy"] == pytest.approx(4 / 8)
     assert summary["mean_reward"] == pytest.approx(3.5 / 8)
-    assert summary["accuracy_without_infrastructure_failures"] == pytest.approx(4 / 7)
-    assert summary["mean_reward_without_infrastructure_failures"] == pytest.approx(3.5 / 7)
+    assert summary["accuracy_without_infrastructure_failures"] == pytest.approx(4 / 6)
+    assert summary["mean_reward_without_infrastructure_failures"] == pytest.approx(3.5 / 6)
     expected = {k: (pass_at_k(4, 1, k) + pass_at_k(4, 3, k)) / 2 for k in (1, 2, 4)}
     assert summary["pass_at_k"] == {str(k): pytest.approx(v) for k, v in expected.items()}
     assert summary["pass_at_k"]["1"] == pytest.approx(0.5) and summary["pass_at_k"]["4"] == 1.0
-    assert summary["failures"] == {"by_class": {AGENT: 1, INFRASTRUCTURE: 1},
-                                   "by_reason": {"agent error result": 1, "timeout": 1}}
+    assert summary["failures"] == {"by_class": {INFRASTRUCTURE: 2},
+                                   "by_reason": {"agent_crashed": 1, "timeout": 1}}
     assert summary["tokens"]["completion"] == 80 and summary["tokens"]["prompt"] == 800
     assert summary["seconds"]["wall"] == 12.5
 
@@ -84,18 +84,18 @@ def test_screen_fits_one_screen_and_names_the_numbers() -> None:
 
 
 @pytest.mark.parametrize(
-    ("reason", "result", "expected"),
+    ("reason", "expected"),
     [
-        ("timeout: no result at s3://b/k after 900s", None, (INFRASTRUCTURE, "timeout")),
-        ("invoke failed: ThrottlingException", None, (INFRASTRUCTURE, "invoke failed")),
-        ("reading the result failed: ValueError", None, (INFRASTRUCTURE, "result unreadable")),
-        ("gateway could not create the session: boom", None, (INFRASTRUCTURE, "gateway error")),
-        ("agent error result (status_code 500): x", {"status_code": 500}, (AGENT, "agent error result")),
-        ("result 'rewards' is 'x', not a number", {"rewards": "x"}, (AGENT, "bad reward in result")),
-        ("something new", None, (INFRASTRUCTURE, "other")),
-        ("something new", {"status_code": 200}, (AGENT, "agent error result")),
+        ("timeout: no result at s3://b/k after 900s", "timeout"),
+        ("invoke failed: ThrottlingException", "invoke_error"),
+        ("reading the result failed: ValueError", "result_unreadable"),
+        ("gateway could not create the session: boom", "gateway_error"),
+        ("row metadata is str, not a dict", "bad_metadata"),
+        ("agent error result (status_code 500): crashed", "agent_crashed"),
+        ("result 'rewards' is 'x', not a number", "bad_reward"),
+        ("something new", "other"),
     ],
 )
-def test_classify(reason: str, result: dict[str, object] | None, expected: tuple[str, str]) -> None:
-    """With a result in hand the failure is the agent's own outcome; without one it is infrastructure."""
-    assert classify(reason, result) == expected
+def test_classify(reason: str, expected: str) -> None:
+    """Every failure is infrastructure (training's boundary); the code names the cause."""
+    assert classify(reason) == (INFRASTRUCTURE, expected)
