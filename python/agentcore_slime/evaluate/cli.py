@@ -33,7 +33,8 @@ from types import SimpleNamespace
 from typing import Any, NoReturn
 
 from agentcore_slime._datasets import EvalSpec, load_rows
-from agentcore_slime.config import ConfigError, ToolkitConfig, load_config
+from agentcore_slime.config import ToolkitConfig, load_config
+from agentcore_slime.errors import ConfigError
 
 from .episodes import INFRASTRUCTURE, Episode, EpisodeRunner, run_all
 from .summary import screen, summarize

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .render import TOOLKIT_YAML_KEYS, Rendered, RunPaths, _environment, _num, env_text, shell_quote
+from .render import Rendered, RunPaths, _environment, _num, env_text, shell_quote
+from .schema import rollout_keys
 from .validate import Config
 
 TEMPLATE = "eval_sglang.sh.j2"
@@ -110,7 +111,7 @@ def render_eval(config: Config, paths: RunPaths, request: EvalRequest, templates
         "checkpoint": str(request.checkpoint),
         "server_lines": server_lines(config, request),
         "eval_lines": eval_lines(config, request, paths.run_dir),
-        "yaml_keys": [(name, c[key]) for name, key in TOOLKIT_YAML_KEYS],
+        "yaml_keys": [(key.yaml_key, c[key.name]) for key in rollout_keys()],
     }
     files = {
         SCRIPT: env.get_template(TEMPLATE).render(context),
