@@ -127,20 +127,24 @@ def test_edited_history_breaks_the_chain_and_says_why(make_stand) -> None:
     )
 
 
-def test_client_retry_of_a_call_replaces_its_trace(make_stand) -> None:
+def test_a_repeated_call_without_key_is_a_second_sample_and_both_are_traced(make_stand) -> None:
+    """Without an Idempotency-Key a repeat cannot be told from a second sample (best-of-n,
+    self-consistency): every delivered reply is traced, both from the same prompt ids, and the
+    conversation continues from the reply the agent echoes."""
     stand = make_stand(cumulative_token_mode=True)
     stand.script.replies += ["first try", "second try", "next"]
     client = _client(stand.gateway.create_session("s"))
     messages = [{"role": "user", "content": "hi"}]
     client.chat.completions.create(model="m", messages=messages)
-    out = client.chat.completions.create(model="m", messages=messages)  # e.g. the SDK retried a timeout
+    out = client.chat.completions.create(model="m", messages=messages)
     traces = stand.gateway.traces("s")
-    assert len(traces) == 1 and traces[0].response_message["content"] == "second try"
+    assert [t.response_message["content"] for t in traces] == ["first try", "second try"]
+    assert traces[0].prompt_token_ids == traces[1].prompt_token_ids
     messages += [_echo(out.choices[0].message), {"role": "user", "content": "more"}]
     client.chat.completions.create(model="m", messages=messages)
     traces = stand.gateway.traces("s")
-    assert len(traces) == 2
-    _assert_chain(traces)
+    assert len(traces) == 3 and traces[2].token_mode == "bridged"
+    _assert_chain(traces[1:])
 
 
 def test_non_cumulative_mode_renders_every_call(make_stand) -> None:
