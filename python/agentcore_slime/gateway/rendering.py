@@ -40,6 +40,7 @@ MODEL_TYPE_FAMILIES: dict[str, str] = {
     "kimi_k2": "kimi-k2",
     "minimax_m2": "minimax-m2",
 }
+WINDOW_STANDIN = "(first message)"  # stands for the first message's text in a bridge's window
 CHAT_TEMPLATE_FAMILY = "default"  # renderers' name for "the model's own chat template"
 
 
@@ -357,16 +358,18 @@ class PromptBuilder:
         new = messages[k + 1 :]
         if not new:
             return None, "no new messages after the last assistant message"
-        if self.family == CHAT_TEMPLATE_FAMILY:
-            ids = self._template_bridge(messages, k, tools, chain)
-        else:
-            out = self.renderer.bridge_to_next_turn(
-                chain.prompt_ids.tolist(), chain.completion_ids.tolist(), new, tools=tools or None
-            )
-            ids = list(out.token_ids) if out is not None else None
-        if ids is None:
-            return None, "the renderer declined to bridge"
         head = chain.prompt_ids + chain.completion_ids
+        if self.family == CHAT_TEMPLATE_FAMILY:
+            tail = self._template_bridge(messages, k, tools, chain)
+            if tail is None:
+                return None, "the renderer declined to bridge"
+            return (head + array("i", tail)).tolist(), ""  # extends head by construction
+        out = self.renderer.bridge_to_next_turn(
+            chain.prompt_ids.tolist(), chain.completion_ids.tolist(), new, tools=tools or None
+        )
+        if out is None:
+            return None, "the renderer declined to bridge"
+        ids = list(out.token_ids)
         if array("i", ids[: len(head)]) != head:
             return None, "the bridge does not extend the previous prompt + completion"
         return ids, ""
@@ -374,7 +377,8 @@ class PromptBuilder:
     def _template_bridge(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None, chain: ChainState
     ) -> list[int] | None:
-        """ChatML bridge for chat-template models (reference §8, step 3).
+        """ChatML bridge for chat-template models (reference §8, step 3): the ids that follow
+        the previous prompt + completion.
 
         The tokens for the new messages are the text the chat template puts after the
         ``<|im_end|>`` closing the last assistant message, up to the generation prompt,
@@ -387,12 +391,7 @@ class PromptBuilder:
             return None
         completion = chain.completion_ids
         closing = [] if completion and completion[-1] in self.stop_ids else [self._close_id]
-        return [
-            *chain.prompt_ids.tolist(),
-            *completion.tolist(),
-            *closing,
-            *self.tokenizer.encode(suffix, add_special_tokens=False),
-        ]
+        return [*closing, *self.tokenizer.encode(suffix, add_special_tokens=False)]
 
     def _suffix(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None
@@ -401,13 +400,18 @@ class PromptBuilder:
 
         Rendering the whole conversation twice per turn grows with its length; the window
         (first message, then message ``k`` onward) gives the same text for templates that
-        render each message from itself and its neighbours, as ChatML templates do. That
-        is verified on every short conversation (<= 8 messages) against the full render;
-        one mismatch switches windowing off for good.
+        render each message from itself and its neighbours, as ChatML templates do. A
+        first message's text (a long system prompt) is replaced by a stand-in: the text
+        after message ``k`` does not contain it, and rendering it twice per turn was most of
+        a bridge's cost. Both are verified on every short conversation (<= 8 messages)
+        against the full render; one mismatch switches windowing off for good.
         """
         if k == 0 or not self._window_ok:
             return self._suffix_text(messages, k, tools)
-        windowed = self._suffix_text([messages[0], *messages[k:]], 1, tools)
+        first = messages[0]
+        if isinstance(first.get("content"), str) and len(first["content"]) > len(WINDOW_STANDIN):
+            first = {**first, "content": WINDOW_STANDIN}
+        windowed = self._suffix_text([first, *messages[k:]], 1, tools)
         if len(messages) <= 8:
             full = self._suffix_text(messages, k, tools)
             if full != windowed:
