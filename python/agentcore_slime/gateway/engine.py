@@ -228,9 +228,9 @@ def _result(payload: Any, vocab_size: int = 0) -> EngineResult:
         meta = payload["meta_info"]
         finish = dict(meta["finish_reason"] or {})
         entries = meta.get("output_token_logprobs") or []
-        logprobs = [_logprob(e[0]) for e in entries]
+        logprobs = _logprobs([e[0] for e in entries])
         lp_ids = [e[1] for e in entries]
-        ids = [_token_id(t, vocab_size) for t in raw_ids]
+        ids = _token_ids(list(raw_ids), vocab_size)
     except (KeyError, TypeError, ValueError, IndexError) as err:
         raise EngineError(
             f"malformed /generate answer ({type(err).__name__}: {err})", retryable=False
@@ -247,20 +247,26 @@ def _result(payload: Any, vocab_size: int = 0) -> EngineResult:
     return EngineResult(ids, logprobs, finish, meta)
 
 
-def _token_id(value: Any, vocab_size: int) -> int:
-    if type(value) is not int:  # noqa: E721 - bool and float are not ids
-        raise ValueError(f"output id {value!r} is not an integer")
-    if value < 0 or (vocab_size and value >= vocab_size):
-        raise ValueError(f"output id {value} is outside the vocabulary (0..{vocab_size - 1})")
-    return value
+def _token_ids(values: list[Any], vocab_size: int) -> list[int]:
+    bad = next((v for v in values if type(v) is not int), None)  # noqa: E721 - bool, float are not ids
+    if bad is not None:
+        raise ValueError(f"output id {bad!r} is not an integer")
+    if values and (min(values) < 0 or (vocab_size and max(values) >= vocab_size)):
+        bad = next(v for v in values if v < 0 or (vocab_size and v >= vocab_size))
+        raise ValueError(f"output id {bad} is outside the vocabulary (0..{vocab_size - 1})")
+    return values
 
 
-def _logprob(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"logprob {value!r} is not a number")
-    if not math.isfinite(value) or value > LOGPROB_SLACK:
-        raise ValueError(f"logprob {value!r} is not a finite number <= 0")
-    return float(value)
+def _logprobs(values: list[Any]) -> list[float]:
+    bad = next((v for v in values if type(v) is not float and type(v) is not int), None)  # noqa: E721
+    if bad is not None:
+        raise ValueError(f"logprob {bad!r} is not a number")
+    logprobs = [float(v) for v in values]
+    if logprobs and (not math.isfinite(sum(logprobs)) or max(logprobs) > LOGPROB_SLACK):
+        worst = next((v for v in logprobs if not math.isfinite(v) or v > LOGPROB_SLACK), None)
+        if worst is not None:  # else only their sum overflowed
+            raise ValueError(f"logprob {worst!r} is not a finite number <= 0")
+    return logprobs
 
 
 def settle_finish(

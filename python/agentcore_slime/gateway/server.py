@@ -192,6 +192,7 @@ class Gateway:
         # The tokenizer, renderer and imported modules live as long as the process: moved out
         # of the collector's generations, full collections stop walking them (hundreds of
         # thousands of objects; 100+ ms pauses of the gateway's loop).
+        gc.collect()
         gc.freeze()
         logger.info("gateway serving at %s for engine %s", self.url, engine_url)
 
