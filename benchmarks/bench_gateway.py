@@ -507,8 +507,8 @@ def bench_prompt(model_dir: str, turns: int, repeats: int = 30) -> dict[str, flo
             ],
         }
         chain = ChainState(
-            array("i", prompt.token_ids),
-            array("i", completion),
+            array("i", [*prompt.token_ids, *completion]),
+            len(prompt.token_ids),
             normalized,
             reply,
             tools_key(TOOLS),

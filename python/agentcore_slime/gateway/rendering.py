@@ -75,15 +75,35 @@ class Prompt:
 class ChainState:
     """What cumulative mode remembers about a session's previous call.
 
-    Ids are ``array('i')``: a held session costs 4 bytes an id, and no objects for the
-    garbage collector to walk (a list of ints costs ~36 bytes an id).
+    The call's prompt + completion are ``ids[:end]`` (``end`` = ``len(ids)`` by default): the
+    state before the last call shares the newer call's array when that call extended it,
+    and the array is the trace store's own, so a session holds its ids once, as
+    ``array('i')`` (4 bytes an id, no objects for the garbage collector to walk).
     """
 
-    prompt_ids: array[int]
-    completion_ids: array[int]
+    ids: array[int]
+    prompt_len: int
     messages: list[dict[str, Any]]
     response: dict[str, Any]
     tools_key: str
+    end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.end < 0:
+            self.end = len(self.ids)
+
+    @property
+    def sequence(self) -> array[int]:
+        """The call's prompt + completion ids."""
+        return self.ids if self.end == len(self.ids) else self.ids[: self.end]
+
+    @property
+    def prompt_ids(self) -> array[int]:
+        return self.ids[: self.prompt_len]
+
+    @property
+    def completion_ids(self) -> array[int]:
+        return self.ids[self.prompt_len : self.end]
 
 
 # --------------------------------------------------------------------------- messages
@@ -358,7 +378,7 @@ class PromptBuilder:
         new = messages[k + 1 :]
         if not new:
             return None, "no new messages after the last assistant message"
-        head = chain.prompt_ids + chain.completion_ids
+        head = chain.sequence
         if self.family == CHAT_TEMPLATE_FAMILY:
             tail = self._template_bridge(messages, k, tools, chain)
             if tail is None:
@@ -389,8 +409,8 @@ class PromptBuilder:
         suffix = self._suffix(messages, k, tools)
         if suffix is None:
             return None
-        completion = chain.completion_ids
-        closing = [] if completion and completion[-1] in self.stop_ids else [self._close_id]
+        ended = chain.end > chain.prompt_len and chain.ids[chain.end - 1] in self.stop_ids
+        closing = [] if ended else [self._close_id]
         return [*closing, *self.tokenizer.encode(suffix, add_special_tokens=False)]
 
     def _suffix(

@@ -146,6 +146,28 @@ def reachable_address(family: socket.AddressFamily = socket.AF_INET) -> str:
         return "127.0.0.1"
 
 
+def _next_chain(
+    previous: ChainState | None, ids: array[int], call: _Call, message: dict[str, Any]
+) -> ChainState:
+    """The chain after a call; messages equal to the previous call's keep its objects (and
+    their text), so a session holds its conversation once."""
+    messages = call.messages
+    if previous is not None:
+        n = len(previous.messages)
+        if messages[:n] == previous.messages:
+            messages = [*previous.messages, *messages[n:]]
+            call.messages = messages
+    assert call.prompt is not None
+    return ChainState(ids, len(call.prompt.token_ids), messages, message, call.tools_key)
+
+
+def _share_ids(state: ChainState, ids: array[int]) -> ChainState:
+    """``state`` over ``ids`` when its ids are their prefix (then nothing is held twice)."""
+    if state.ids is ids or state.end > len(ids) or ids[: state.end] != state.sequence:
+        return state
+    return dataclasses.replace(state, ids=ids)
+
+
 class Gateway:
     """The gateway. All public methods are synchronous and thread-safe.
 
@@ -624,13 +646,9 @@ class Gateway:
         if key is not None:
             session.replies[key] = reply
         session.chain_before = session.chain_before if call.repeat else session.chain
-        session.chain = ChainState(
-            array("i", trace.prompt_token_ids),
-            array("i", trace.completion_token_ids),
-            call.messages,
-            message,
-            call.tools_key,
-        )
+        session.chain = _next_chain(session.chain, session.store.last_ids, call, message)
+        if session.chain_before is not None:
+            session.chain_before = _share_ids(session.chain_before, session.chain.ids)
         session.last_request = (call.messages, call.tools_key)
         if trace.chain_break:
             logger.info("session %s: cumulative chain broken (%s)", session.sid, trace.chain_break)

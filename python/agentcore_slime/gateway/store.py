@@ -72,6 +72,11 @@ class SessionTraces:
         return len(self._calls)
 
     @property
+    def last_ids(self) -> array[int]:
+        """The last call's prompt + completion (shared, never modified in place)."""
+        return self._last_ids
+
+    @property
     def held_tokens(self) -> int:
         """Ids stored (prompt ids each call added + completion ids): memory is linear in it."""
         return sum(call.held_tokens for call in self._calls)
