@@ -20,6 +20,7 @@ import json
 import logging
 import uuid
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -354,13 +355,18 @@ class PromptBuilder:
         tools: list[dict[str, Any]] | None,
         chain: ChainState | None,
         cumulative: bool,
+        full_render: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], list[int]] | None = None,
     ) -> Prompt:
-        """Prompt ids for ``messages``; bridged from ``chain`` when cumulative mode can prove it."""
+        """Prompt ids for ``messages``; bridged from ``chain`` when cumulative mode can prove it.
+
+        :param full_render: renders in full instead of :meth:`render` (e.g. in another process).
+        """
+        render = full_render or self.render
         if not cumulative or chain is None:
-            return Prompt(self.render(messages, tools), "rendered")
+            return Prompt(render(messages, tools), "rendered")
         bridged, why = self._bridge(messages, tools, chain)
         if bridged is None:
-            return Prompt(self.render(messages, tools), "rendered", why)
+            return Prompt(render(messages, tools), "rendered", why)
         return Prompt(bridged, "bridged")
 
     def _bridge(

@@ -36,6 +36,7 @@ from aiohttp import web
 
 from .config import GatewayConfig, check_sampling_params
 from .engine import EngineClient, EngineError, settle_finish
+from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, text_size
 from .rendering import (
     ChainState,
     Prompt,
@@ -186,6 +187,7 @@ class Gateway:
         self._builder: PromptBuilder | None = None
         self._context_length: int | None = config.context_length
         self._pool: ThreadPoolExecutor | None = None
+        self._render_pool: RenderPool | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, engine_url: str) -> None:
@@ -242,6 +244,9 @@ class Gateway:
             reasoning_parser=self.config.reasoning_parser,
         )
         logger.info("renderer family %s (%s)", choice.family, choice.reason)
+        self._render_pool = RenderPool(
+            RendererSpec(model_dir, choice.family, self.config.tool_call_parser, self.config.reasoning_parser)
+        )
         builder = PromptBuilder(renderer, tokenizer, choice.family, generation_stop_ids(model_dir))
         try:  # compiles the chat template now rather than in the first agent call
             builder.render([{"role": "user", "content": "warm-up"}], None)
@@ -324,6 +329,8 @@ class Gateway:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+        if self._render_pool is not None:
+            self._render_pool.shutdown()
 
     async def _stop(self) -> None:
         if self._runner is not None:
@@ -506,9 +513,20 @@ class Gateway:
         call = _Call(chat, messages, tools_key(chat.tools), started)
         call.repeat = session.last_request == (call.messages, call.tools_key)
         base = session.chain_before if call.repeat else session.chain
-        call.prompt = self._builder.build(messages, chat.tools, base, self.config.cumulative_token_mode)
+        call.prompt = self._builder.build(
+            messages, chat.tools, base, self.config.cumulative_token_mode, self._full_render
+        )
         call.params = self._sampling(session, chat, len(call.prompt.token_ids))
         return call
+
+    def _full_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+        """A full render; long conversations in the render process (see render_pool)."""
+        assert self._builder is not None
+        if self._render_pool is not None and text_size(messages, tools) > OFFLOAD_CHARS:
+            ids = self._render_pool.render(messages, tools)
+            if ids is not None:
+                return ids
+        return self._builder.render(messages, tools)
 
     async def _serve_call(
         self, request: web.Request, session: _Session, call: _Call, key: str | None
