@@ -152,11 +152,15 @@ def _gateway_main(model_dir: str, engine_url: str, commands: Any, answers: Any) 
     while True:
         command, arg = commands.get()
         if command == "stats":
-            with gw._registry:  # the benchmark peeks at the store: held ids per session
-                held = sum(s.store.held_tokens for s in gw._sessions.values())
+            with (
+                gw._registry
+            ):  # the benchmark peeks at the sessions: held ids and bytes
+                sessions = list(gw._sessions.values())
+            held = sum(s.store.held_tokens for s in sessions)
             answers.put(
                 {
                     "held_tokens": held,
+                    "held_bytes": held_bytes(sessions),
                     "max_gc_pause_ms": max(pauses, default=0.0),
                     "gcs": len(pauses),
                 }
@@ -171,6 +175,34 @@ def _gateway_main(model_dir: str, engine_url: str, commands: Any, answers: Any) 
             gw.shutdown()
             answers.put(True)
             return
+
+
+def held_bytes(sessions: list[Any]) -> int:
+    """Bytes of everything reachable from the sessions' state (ids, logprobs, messages,
+    chain states, small metadata), each object counted once; the session lock and what it
+    points at (the event loop) are not session memory."""
+    from array import array as _array
+
+    seen: set[int] = set()
+    total = 0
+    stack: list[Any] = list(sessions)
+    leaves = (str, bytes, int, float, bool, type(None), _array)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, asyncio.Lock):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, leaves):
+            continue
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, list | tuple | set):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            stack.append(vars(obj))
+    return total
 
 
 class GatewayProcess:
