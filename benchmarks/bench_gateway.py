@@ -1,20 +1,32 @@
-"""Benchmark the gateway: added latency per call, and cumulative prompt building per turn.
+"""Benchmark the gateway at scale: latency it adds, CPU per process, GC pauses, memory per token.
 
 Usage:
-    .venv/bin/python benchmarks/bench_gateway.py [--sessions 64] [--calls 10] [--turns 64]
-        [--engine-delay 0.5] [--part all|latency|prompt]
+    /work/venv/bin/python benchmarks/bench_gateway.py [--sessions 256,1024] [--calls 8]
+        [--engine-delay 2.0] [--system-tokens 8000] [--reply-tokens 200] [--long-prompt-tokens 32000]
+        [--turns 64] [--part all|latency|prompt]
 
-Part ``latency``: a scripted SGLang server (tests/python/fakes/sglang_server.py, answering
-with a constant short tool call after ``--engine-delay`` seconds, standing for generation
-time) runs in its own process; a load process drives
-``--sessions`` concurrent sessions, each making ``--calls`` sequential calls, first straight
-to the engine's ``/generate`` and then through the gateway's chat completions (cumulative
-mode, a growing tool conversation). Sessions start at random offsets within one engine delay
-so they are not in lockstep. The gateway runs in this process. Reported: per-call p50/p99 of
-both and the difference (what the gateway adds, as an agent sees it, including the extra
-HTTP hop), the time inside the gateway (trace ``latency_ms``), and the gateway's CPU time per
-call. Targets: +p50 <= 2 ms, +p99 <= 10 ms. On a 2-core machine the load generator, the
-engine stand-in and the gateway share the cores, which inflates the difference.
+Part ``latency``: three processes, as in training: a scripted SGLang engine
+(tests/python/fakes/sglang_server.py; it answers after ``--engine-delay`` s, standing for
+generation, with a tool call and ``--reply-tokens`` of text), the gateway (started as the
+rollout starts it, sessions created through its loopback admin routes), and a load client
+driving N concurrent sessions (for each N in ``--sessions``) of ``--calls`` sequential tool
+turns in cumulative mode: a first turn with a ``--system-tokens`` system prompt, then per
+turn the reply and a tool result of a few hundred tokens. The same number of ``/generate``
+requests, with a prompt as long as a mid-conversation gateway prompt, go straight to the
+engine as the baseline. Then, at the smallest N, the same load again while another client
+sends first turns of ``--long-prompt-tokens`` tokens (a long system prompt and tool
+schemas), one after the other: how much the other sessions' p99 moves while they render.
+
+One JSON line per figure: ``{"figure": ..., "sessions": N, "value": ..., "unit": ...}``.
+Figures: added latency p50 / p99 (gateway minus direct, as the agent sees it), CPU per call
+of each process (gateway, engine stand-in, client), the gateway's longest garbage
+collection pause, bytes of session state per held token (everything reachable from the
+sessions, counted once, over the ids their traces hold; RSS growth per held token too, which
+also counts allocator high-water marks) and RSS after every session was deleted.
+Targets (issue 14): +p50 <= 2 ms, +p99 <= 10 ms at 256 sessions, +p99 <= 25 ms at 1,024;
+gateway CPU <= 0.7 ms per call; no GC pause over 20 ms; <= 16 bytes per held token; a 32k
+first turn moves p99 by <= 10 ms.
+On a shared 2-core machine the three processes share the cores: figures vary between runs.
 
 Part ``prompt``: time to build the prompt ids of turn N (normalize the messages + bridge
 or full render) in cumulative mode for a tool conversation growing to ``--turns`` turns,
@@ -27,13 +39,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing as mp
+import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +68,9 @@ TOOLS = [
         },
     }
 ]
+WORDS = (
+    "alpha tool number result the value compute agent search table answer check".split()
+)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -60,23 +78,170 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
+def text_of(tokens: int, seed: int) -> str:
+    """Filler text of about ``tokens`` toy-tokenizer tokens (~2.8 tokens a word)."""
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(int(tokens / 2.8)))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def emit(figure: str, value: float, unit: str, **extra: Any) -> None:
+    print(
+        json.dumps({"figure": figure, "value": round(value, 3), "unit": unit, **extra}),
+        flush=True,
+    )
+
+
 # ----------------------------------------------------------------------------- engine process
-def _engine_main(model_dir: str, delay: float, ready: Any, stop: Any) -> None:
+def _engine_main(
+    model_dir: str, delay: float, reply_tokens: int, ready: Any, stop: Any
+) -> None:
     from fakes.sglang_server import Completion, FakeSGLang
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     call = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
     stop_id = tok.convert_tokens_to_ids("<|im_end|>")
-    ids = [*tok.encode(call, add_special_tokens=False), stop_id]
+    text = text_of(reply_tokens, 1) + "\n" + call
+    ids = [*tok.encode(text, add_special_tokens=False), stop_id]
     # a constant reply: the engine stand-in spends no CPU on the prompt; ``delay`` stands for generation
     fake = FakeSGLang(
-        lambda prompt_ids, params: Completion(ids, {"type": "stop", "matched": stop_id}),
+        lambda prompt_ids, params: Completion(
+            ids, {"type": "stop", "matched": stop_id}
+        ),
         delay=delay,
+        context_length=131072,
     )
     ready.put(fake.start())
     stop.wait()
     fake.stop()
+
+
+# ----------------------------------------------------------------------------- gateway process
+def _gateway_main(model_dir: str, engine_url: str, commands: Any, answers: Any) -> None:
+    """The gateway as the rollout runs it; answers the orchestrator's commands (stats, cleanup)."""
+    from agentcore_slime.gateway import Gateway, GatewayConfig
+
+    pauses: list[float] = []
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            pauses.append((time.perf_counter() - started[0]) * 1e3)
+
+    gw = Gateway(
+        GatewayConfig(model_dir, host="127.0.0.1", port=0, cumulative_token_mode=True)
+    )
+    gw.start(engine_url)
+    gc.callbacks.append(on_gc)
+    answers.put(gw.url)
+    while True:
+        command, arg = commands.get()
+        if command == "stats":
+            with (
+                gw._registry
+            ):  # the benchmark peeks at the sessions: held ids and bytes
+                sessions = list(gw._sessions.values())
+            held = sum(s.store.held_tokens for s in sessions)
+            answers.put(
+                {
+                    "held_tokens": held,
+                    "held_bytes": held_bytes(sessions),
+                    "max_gc_pause_ms": max(pauses, default=0.0),
+                    "gcs": len(pauses),
+                }
+            )
+            pauses.clear()
+        elif command == "delete_all":
+            for sid in list(gw._sessions):
+                gw.delete_session(sid)
+            gc.collect()
+            answers.put(True)
+        elif command == "stop":
+            gw.shutdown()
+            answers.put(True)
+            return
+
+
+def held_bytes(sessions: list[Any]) -> int:
+    """Bytes of everything reachable from the sessions' state (ids, logprobs, messages,
+    chain states, small metadata), each object counted once; the session lock and what it
+    points at (the event loop) are not session memory."""
+    from array import array as _array
+
+    seen: set[int] = set()
+    total = 0
+    stack: list[Any] = list(sessions)
+    leaves = (str, bytes, int, float, bool, type(None), _array)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, asyncio.Lock):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, leaves):
+            continue
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, list | tuple | set):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            stack.append(vars(obj))
+    return total
+
+
+class GatewayProcess:
+    def __init__(self, model_dir: str, engine_url: str) -> None:
+        ctx = mp.get_context("spawn")
+        self.commands, self.answers = ctx.Queue(), ctx.Queue()
+        self.proc = ctx.Process(
+            target=_gateway_main,
+            args=(model_dir, engine_url, self.commands, self.answers),
+        )
+        self.proc.start()
+        self.url = self.answers.get(timeout=180)
+
+    def ask(self, command: str, arg: Any = None) -> Any:
+        self.commands.put((command, arg))
+        return self.answers.get(timeout=600)
+
+    def create_sessions(self, prefix: str, n: int) -> list[str]:
+        import httpx
+
+        bases = []
+        with httpx.Client(timeout=30) as http:
+            for i in range(n):
+                body = {
+                    "session_id": f"{prefix}-{i}",
+                    "sampling_params": {"max_new_tokens": 1024},
+                }
+                bases.append(
+                    http.post(f"{self.url}/admin/sessions", json=body).json()[
+                        "base_url"
+                    ]
+                )
+        return bases
+
+    def trace_prompt(self, sid: str, index: int) -> list[int]:
+        import httpx
+
+        traces = httpx.get(f"{self.url}/admin/sessions/{sid}/traces", timeout=60).json()
+        return list(traces[min(index, len(traces) - 1)]["prompt_token_ids"])
 
 
 # ----------------------------------------------------------------------------- load process
@@ -91,7 +256,7 @@ async def _direct_session(
             body = {
                 "input_ids": prompt_ids,
                 "return_logprob": True,
-                "sampling_params": {"max_new_tokens": 64},
+                "sampling_params": {"max_new_tokens": 1024},
             }
             start = time.perf_counter()
             async with http.post(f"{url}/generate", json=body) as resp:
@@ -99,11 +264,17 @@ async def _direct_session(
             out.append(time.perf_counter() - start)
 
 
-async def _gateway_session(base: str, calls: int, out: list[float], stagger: float) -> None:
+async def _gateway_session(
+    base: str, calls: int, out: list[float], stagger: float, system: str, tool_text: str
+) -> None:
     import aiohttp
 
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Add some numbers for me."}]
-    async with aiohttp.ClientSession() as http:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Add some numbers for me."},
+    ]
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
         await asyncio.sleep(random.uniform(0, stagger))
         for turn in range(calls):
             body = {"model": "m", "messages": messages, "tools": TOOLS}
@@ -113,79 +284,209 @@ async def _gateway_session(base: str, calls: int, out: list[float], stagger: flo
             out.append(time.perf_counter() - start)
             message = reply["choices"][0]["message"]
             call_id = message["tool_calls"][0]["id"]
-            messages += [message, {"role": "tool", "tool_call_id": call_id, "content": str(turn)}]
+            messages += [
+                message,
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "content": f"{turn} {tool_text}",
+                },
+            ]
 
 
-def _load_main(
-    mode: str, target: Any, calls: int, prompt_ids: list[int], stagger: float, result: Any
+async def _long_first_turns(
+    bases: list[str], long_system: str, stop_after: float
 ) -> None:
+    """First turns with a very long system prompt, one after the other, for ``stop_after`` s."""
+    end = time.perf_counter() + stop_after
+    for i, base in enumerate(bases):
+        if time.perf_counter() > end:
+            return
+        await _gateway_session(base, 1, [], 0.0, long_system + f" {i}", "")
+
+
+def _load_main(job: dict[str, Any], result: Any) -> None:
     latencies: list[float] = []
+    system = text_of(job["system_tokens"], 2)
+    tool_text = text_of(job["tool_tokens"], 3)
 
     async def run() -> None:
-        if mode == "direct":
-            url, sessions = target
-            jobs = [_direct_session(url, calls, prompt_ids, latencies, stagger) for _ in range(sessions)]
+        stagger = job["stagger"]
+        if job["mode"] == "direct":
+            jobs = [
+                _direct_session(
+                    job["url"], job["calls"], job["prompt_ids"], latencies, stagger
+                )
+                for _ in range(job["sessions"])
+            ]
         else:
-            jobs = [_gateway_session(base, calls, latencies, stagger) for base in target]
+            jobs = [
+                _gateway_session(
+                    base, job["calls"], latencies, stagger, system + f" {i}", tool_text
+                )
+                for i, base in enumerate(job["bases"])
+            ]
+        if job.get("long_bases"):
+            long_system = text_of(job["long_tokens"], 4)
+            jobs.append(
+                _long_first_turns(job["long_bases"], long_system, job["long_for"])
+            )
         await asyncio.gather(*jobs)
 
     asyncio.run(run())
-    result.put(latencies)
+    result.put((latencies, time.process_time()))
 
 
-def _drive(mode: str, target: Any, calls: int, prompt_ids: list[int], stagger: float = 0.0) -> list[float]:
+def _drive(job: dict[str, Any]) -> tuple[list[float], float]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_load_main, args=(mode, target, calls, prompt_ids, stagger, queue))
+    proc = ctx.Process(target=_load_main, args=(job, queue))
     proc.start()
-    latencies = queue.get(timeout=600)
+    latencies, client_cpu = queue.get(timeout=1800)
     proc.join(60)
-    return latencies
+    return latencies, client_cpu
 
 
-def bench_latency(model_dir: str, sessions: int, calls: int, delay: float) -> dict[str, float]:
-    from agentcore_slime.gateway import Gateway, GatewayConfig
+def _pass(
+    gw: GatewayProcess, engine_pid: int, job: dict[str, Any]
+) -> tuple[list[float], dict[str, float]]:
+    """One load pass; latencies and CPU seconds per process."""
+    before = {"gateway": cpu_seconds(gw.proc.pid), "engine": cpu_seconds(engine_pid)}
+    latencies, client_cpu = _drive(job)
+    cpu = {
+        "gateway": cpu_seconds(gw.proc.pid) - before["gateway"],
+        "engine": cpu_seconds(engine_pid) - before["engine"],
+        "client": client_cpu,
+    }
+    return latencies, cpu
 
+
+def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
-    engine = ctx.Process(target=_engine_main, args=(model_dir, delay, ready, stop))
+    engine = ctx.Process(
+        target=_engine_main,
+        args=(model_dir, args.engine_delay, args.reply_tokens, ready, stop),
+    )
     engine.start()
-    url = ready.get(timeout=120)
-    gw = Gateway(GatewayConfig(model_dir, host="127.0.0.1", port=0, cumulative_token_mode=True))
+    url = ready.get(timeout=180)
+    gw = GatewayProcess(model_dir, url)
+    load = {
+        "calls": args.calls,
+        "system_tokens": args.system_tokens,
+        "tool_tokens": args.tool_tokens,
+    }
     try:
-        gw.start(url)
-        bases = [gw.create_session(f"bench-{i}", {"max_new_tokens": 64}) for i in range(sessions)]
-        _drive("gateway", bases[:1], 2, [])  # warm-up (imports, connections)
-        gw.delete_session("bench-0")
-        bases[0] = gw.create_session("bench-0", {"max_new_tokens": 64})
-        cpu = time.process_time()  # this process runs only the gateway (engine and load are children)
-        through = _drive("gateway", bases, calls, [], stagger=delay)
-        cpu = time.process_time() - cpu
-        # the direct baseline sends a prompt as long as a mid-conversation gateway prompt
-        traces = gw.traces("bench-1")
-        prompt_ids = traces[len(traces) // 2].prompt_token_ids
-        direct = _drive("direct", (url, sessions), calls, prompt_ids, stagger=delay)
-        recorded = [t for i in range(sessions) for t in gw.traces(f"bench-{i}")]
-        modes = [t.token_mode for t in recorded]
-        inside = [t.latency_ms for t in recorded]
+        warm = gw.create_sessions("warm", 2)
+        _drive({**load, "mode": "gateway", "bases": warm, "calls": 2, "stagger": 0.0})
+        gw.ask("delete_all")
+        gw.ask("stats")
+        for n in args.sessions:
+            _measure(gw, engine.pid, url, n, args, load)
+        _measure_long_prompt(gw, engine.pid, min(args.sessions), args, load)
     finally:
-        gw.shutdown()
+        gw.ask("stop")
+        gw.proc.join(30)
         stop.set()
         engine.join(30)
-    report = {
-        "calls": len(through),
-        "gateway_cpu_ms_per_call": cpu / len(through) * 1e3,
-        "bridged_fraction": modes.count("bridged") / max(1, len(modes)),
-        "direct_p50_ms": percentile(direct, 50) * 1e3,
-        "direct_p99_ms": percentile(direct, 99) * 1e3,
-        "gateway_p50_ms": percentile(through, 50) * 1e3,
-        "gateway_p99_ms": percentile(through, 99) * 1e3,
-        "in_gateway_p50_ms": percentile(inside, 50),
-        "in_gateway_p99_ms": percentile(inside, 99),
-    }
-    report["added_p50_ms"] = report["gateway_p50_ms"] - report["direct_p50_ms"]
-    report["added_p99_ms"] = report["gateway_p99_ms"] - report["direct_p99_ms"]
-    return report
+
+
+def _measure(
+    gw: GatewayProcess,
+    engine_pid: int,
+    url: str,
+    n: int,
+    args: argparse.Namespace,
+    load: dict,
+) -> None:
+    rss_before = rss_bytes(gw.proc.pid)
+    bases = gw.create_sessions(f"s{n}", n)
+    through, cpu = _pass(
+        gw,
+        engine_pid,
+        {**load, "mode": "gateway", "bases": bases, "stagger": args.engine_delay},
+    )
+    stats = gw.ask("stats")
+    rss_held = rss_bytes(gw.proc.pid)
+    prompt_ids = gw.trace_prompt(f"s{n}-1", args.calls // 2)
+    gw.ask("delete_all")
+    rss_after = rss_bytes(gw.proc.pid)
+    direct, _ = _drive(
+        {
+            **load,
+            "mode": "direct",
+            "url": url,
+            "sessions": n,
+            "prompt_ids": prompt_ids,
+            "stagger": args.engine_delay,
+        }
+    )
+    calls = len(through)
+    tag = {"sessions": n}
+    emit("calls", calls, "calls", **tag)
+    emit("direct_p50", percentile(direct, 50) * 1e3, "ms", **tag)
+    emit("direct_p99", percentile(direct, 99) * 1e3, "ms", **tag)
+    emit("gateway_p50", percentile(through, 50) * 1e3, "ms", **tag)
+    emit("gateway_p99", percentile(through, 99) * 1e3, "ms", **tag)
+    emit(
+        "added_p50",
+        (percentile(through, 50) - percentile(direct, 50)) * 1e3,
+        "ms",
+        **tag,
+    )
+    emit(
+        "added_p99",
+        (percentile(through, 99) - percentile(direct, 99)) * 1e3,
+        "ms",
+        **tag,
+    )
+    for process, seconds in cpu.items():
+        emit(f"{process}_cpu_per_call", seconds / calls * 1e3, "ms", **tag)
+    emit(
+        "gateway_max_gc_pause",
+        stats["max_gc_pause_ms"],
+        "ms",
+        collections=stats["gcs"],
+        **tag,
+    )
+    emit("held_tokens", stats["held_tokens"], "tokens", **tag)
+    per_token = stats["held_bytes"] / max(1, stats["held_tokens"])
+    emit("bytes_per_held_token", per_token, "bytes", **tag)
+    rss_per_token = (rss_held - rss_before) / max(1, stats["held_tokens"])
+    emit("rss_growth_per_held_token", rss_per_token, "bytes", **tag)
+    emit("gateway_rss_held", rss_held / 2**20, "MiB", **tag)
+    emit("gateway_rss_after_delete", rss_after / 2**20, "MiB", **tag)
+
+
+def _measure_long_prompt(
+    gw: GatewayProcess, engine_pid: int, n: int, args: argparse.Namespace, load: dict
+) -> None:
+    """The same load twice, the second time with long first turns rendering meanwhile."""
+    job = {**load, "mode": "gateway", "stagger": args.engine_delay}
+    quiet, _ = _pass(gw, engine_pid, {**job, "bases": gw.create_sessions("quiet", n)})
+    gw.ask("delete_all")
+    longs = gw.create_sessions("long", 64)
+    busy, _ = _pass(
+        gw,
+        engine_pid,
+        {
+            **job,
+            "bases": gw.create_sessions("busy", n),
+            "long_bases": longs,
+            "long_tokens": args.long_prompt_tokens,
+            "long_for": args.calls * args.engine_delay,
+        },
+    )
+    gw.ask("delete_all")
+    tag = {"sessions": n, "long_prompt_tokens": args.long_prompt_tokens}
+    emit("p99_without_long_prompts", percentile(quiet, 99) * 1e3, "ms", **tag)
+    emit("p99_with_long_prompts", percentile(busy, 99) * 1e3, "ms", **tag)
+    emit(
+        "long_prompt_p99_shift",
+        (percentile(busy, 99) - percentile(quiet, 99)) * 1e3,
+        "ms",
+        **tag,
+    )
 
 
 # ----------------------------------------------------------------------------- prompt building
@@ -200,9 +501,13 @@ def bench_prompt(model_dir: str, turns: int, repeats: int = 30) -> dict[str, flo
     )
 
     tok = load_tokenizer(model_dir)
-    renderer, choice = choose_renderer(model_dir, tok, "auto", tool_call_parser="qwen", reasoning_parser=None)
+    renderer, choice = choose_renderer(
+        model_dir, tok, "auto", tool_call_parser="qwen", reasoning_parser=None
+    )
     builder = PromptBuilder(renderer, tok, choice.family)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "Add some numbers for me."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Add some numbers for me."}
+    ]
     chain = None
     per_turn: dict[int, float] = {}
     for turn in range(1, turns + 1):
@@ -212,11 +517,16 @@ def bench_prompt(model_dir: str, turns: int, repeats: int = 30) -> dict[str, flo
             normalized = normalize_messages(messages)
             prompt = builder.build(normalized, TOOLS, chain, True)
             samples.append(time.perf_counter() - start)
-        assert prompt.token_mode == ("rendered" if turn == 1 else "bridged"), prompt.chain_break
+        assert prompt.token_mode == ("rendered" if turn == 1 else "bridged"), (
+            prompt.chain_break
+        )
         per_turn[turn] = statistics.median(samples) * 1e3
         args = {"a": turn, "b": turn + 1}
         text = f"<tool_call>\n{json.dumps({'name': 'add', 'arguments': args})}\n</tool_call>"
-        completion = [*tok.encode(text, add_special_tokens=False), tok.convert_tokens_to_ids("<|im_end|>")]
+        completion = [
+            *tok.encode(text, add_special_tokens=False),
+            tok.convert_tokens_to_ids("<|im_end|>"),
+        ]
         reply = {
             "role": "assistant",
             "content": None,
@@ -228,13 +538,27 @@ def bench_prompt(model_dir: str, turns: int, repeats: int = 30) -> dict[str, flo
                 }
             ],
         }
-        chain = ChainState(prompt.token_ids, completion, normalized, reply, tools_key(TOOLS))
+        chain = ChainState(
+            array("i", [*prompt.token_ids, *completion]),
+            len(prompt.token_ids),
+            normalized,
+            reply,
+            tools_key(TOOLS),
+        )
         messages = [
             *messages,
             reply,
-            {"role": "tool", "tool_call_id": f"call_{turn}", "content": str(2 * turn + 1)},
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{turn}",
+                "content": str(2 * turn + 1),
+            },
         ]
-    report = {f"turn_{t}_ms": per_turn[t] for t in sorted({1, 2, 8, 16, 32, turns}) if t in per_turn}
+    report = {
+        f"turn_{t}_ms": per_turn[t]
+        for t in sorted({1, 2, 8, 16, 32, turns})
+        if t in per_turn
+    }
     report["prompt_tokens_last_turn"] = float(len(prompt.token_ids))
     report["ratio_last_over_first"] = per_turn[turns] / per_turn[1]
     return report
@@ -242,29 +566,44 @@ def bench_prompt(model_dir: str, turns: int, repeats: int = 30) -> dict[str, flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sessions", type=int, default=64)
-    parser.add_argument("--calls", type=int, default=10, help="sequential calls per session")
+    parser.add_argument(
+        "--sessions",
+        default="256,1024",
+        help="comma-separated concurrent session counts",
+    )
+    parser.add_argument(
+        "--calls", type=int, default=8, help="sequential tool turns per session"
+    )
+    parser.add_argument(
+        "--engine-delay", type=float, default=2.0, help="seconds the engine 'generates'"
+    )
+    parser.add_argument(
+        "--system-tokens", type=int, default=8000, help="first turn's system prompt"
+    )
+    parser.add_argument("--tool-tokens", type=int, default=200, help="each tool result")
+    parser.add_argument(
+        "--reply-tokens", type=int, default=200, help="text before each tool call"
+    )
+    parser.add_argument("--long-prompt-tokens", type=int, default=32000)
     parser.add_argument("--turns", type=int, default=64)
-    parser.add_argument("--engine-delay", type=float, default=0.5, help="seconds the engine 'generates'")
     parser.add_argument("--part", choices=("all", "latency", "prompt"), default="all")
     args = parser.parse_args(argv)
-    if args.sessions < 2 or args.calls < 2 or args.turns < 2:
+    try:
+        args.sessions = [int(n) for n in args.sessions.split(",")]
+    except ValueError:
+        parser.error("--sessions must be comma-separated integers, e.g. 256,1024")
+    if min(args.sessions) < 2 or args.calls < 2 or args.turns < 2:
         parser.error("--sessions, --calls and --turns must be >= 2")
 
     from fakes.toy_tokenizer import build_toy_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = str(build_toy_tokenizer(Path(tmp) / "toy"))
-        results: dict[str, Any] = {}
         if args.part in ("all", "prompt"):
-            results["prompt"] = bench_prompt(model_dir, args.turns)
+            for key, value in bench_prompt(model_dir, args.turns).items():
+                emit(f"prompt_{key}", value, "ms" if key.endswith("_ms") else "")
         if args.part in ("all", "latency"):
-            results["latency"] = bench_latency(model_dir, args.sessions, args.calls, args.engine_delay)
-    for part, values in results.items():
-        print(f"[{part}]")
-        for key, value in values.items():
-            print(f"  {key:28s} {value:10.3f}")
-    print(json.dumps(results))
+            bench_latency(model_dir, args)
     return 0
 
 

@@ -8,6 +8,7 @@ reads their environment names and parses them with the same vocabulary as ``bin/
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -42,6 +43,8 @@ class GatewayConfig:
     :param engine_timeout: read timeout (s) for one completion.
     :param default_max_new_tokens: completion cap when neither the session nor the agent set one.
     :param engine_health_attempts: ``GET /health`` tries (1 s apart) before ``start`` gives up.
+    :param client_timeout: seconds a client may take to send a request's head or body, and
+        an idle keep-alive connection stays open (slow or stalled clients are cut off).
     """
 
     model_dir: str
@@ -59,6 +62,7 @@ class GatewayConfig:
     engine_timeout: float = 900.0
     default_max_new_tokens: int = 4096
     engine_health_attempts: int = 10
+    client_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if not self.model_dir:
@@ -75,6 +79,8 @@ class GatewayConfig:
             raise ConfigError(f"context_length {self.context_length} is too small (SGLANG_CONTEXT_LENGTH)")
         if self.engine_retries < 0 or self.engine_retry_backoff < 0 or self.engine_timeout <= 0:
             raise ConfigError("engine_retries and engine_retry_backoff must be >= 0, engine_timeout > 0")
+        if not self.client_timeout > 0:
+            raise ConfigError(f"client_timeout {self.client_timeout} must be > 0 (seconds)")
 
     @property
     def level(self) -> int:
@@ -127,7 +133,12 @@ def check_sampling_params(params: dict[str, Any] | None) -> dict[str, Any]:
     for key, value in params.items():
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not checks[key](value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not checks[key](value)
+        ):
             raise ValueError(f"sampling param {key}={value!r} is out of range")
     if params.get("top_k") is not None:  # a JSON integer: sglang-router 0.3.2 rejects 20.0 (i32)
         params["top_k"] = int(params["top_k"])

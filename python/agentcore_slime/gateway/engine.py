@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,7 @@ class EngineClient:
     :param backoff: first retry delay in seconds, doubled per attempt.
     :param read_timeout: seconds to wait for a completion (long: generations are slow).
     :param max_connections: connection pool size (0 = unlimited).
+    :param vocab_size: ids at or above it are not the model's (0 = unchecked).
     """
 
     url: str
@@ -70,6 +72,7 @@ class EngineClient:
     backoff: float = 0.5
     read_timeout: float = 900.0
     max_connections: int = 0
+    vocab_size: int = 0
     _session: aiohttp.ClientSession | None = None
     workers: list[str] = field(default_factory=list)  # engines behind a router ([] = bare engine)
 
@@ -184,7 +187,7 @@ class EngineClient:
                 continue
             except ValueError as err:
                 raise EngineError(f"malformed /generate answer: {err}", retryable=False) from None
-            return _result(payload)
+            return _result(payload, self.vocab_size)
         raise EngineError(
             f"engine {self.url} failed after {self.retries + 1} attempts: {last}", retryable=True
         )
@@ -211,15 +214,23 @@ def _error_message(payload: Any) -> str:
     return str(payload)[:200]
 
 
-def _result(payload: Any) -> EngineResult:
-    """Validate a ``/generate`` answer and return its ids, logprobs and finish reason."""
+LOGPROB_SLACK = 1e-4  # float rounding may put a certain token's logprob a hair above 0
+
+
+def _result(payload: Any, vocab_size: int = 0) -> EngineResult:
+    """Validate a ``/generate`` answer and return its ids, logprobs and finish reason.
+
+    Values are checked, not only shapes: ids are integers (not 15.7, not true) inside the
+    vocabulary, logprobs are finite and <= 0. A bad answer would otherwise be trained on.
+    """
     try:
-        ids = [int(t) for t in payload["output_ids"]]
+        raw_ids = payload["output_ids"]
         meta = payload["meta_info"]
         finish = dict(meta["finish_reason"] or {})
         entries = meta.get("output_token_logprobs") or []
-        logprobs = [float(e[0]) for e in entries]
-        lp_ids = [int(e[1]) for e in entries]
+        logprobs = _logprobs([e[0] for e in entries])
+        lp_ids = [e[1] for e in entries]
+        ids = _token_ids(list(raw_ids), vocab_size)
     except (KeyError, TypeError, ValueError, IndexError) as err:
         raise EngineError(
             f"malformed /generate answer ({type(err).__name__}: {err})", retryable=False
@@ -234,6 +245,28 @@ def _result(payload: Any) -> EngineResult:
             retryable=False,
         )
     return EngineResult(ids, logprobs, finish, meta)
+
+
+def _token_ids(values: list[Any], vocab_size: int) -> list[int]:
+    bad = next((v for v in values if type(v) is not int), None)  # noqa: E721 - bool, float are not ids
+    if bad is not None:
+        raise ValueError(f"output id {bad!r} is not an integer")
+    if values and (min(values) < 0 or (vocab_size and max(values) >= vocab_size)):
+        bad = next(v for v in values if v < 0 or (vocab_size and v >= vocab_size))
+        raise ValueError(f"output id {bad} is outside the vocabulary (0..{vocab_size - 1})")
+    return values
+
+
+def _logprobs(values: list[Any]) -> list[float]:
+    bad = next((v for v in values if type(v) is not float and type(v) is not int), None)  # noqa: E721
+    if bad is not None:
+        raise ValueError(f"logprob {bad!r} is not a number")
+    logprobs = [float(v) for v in values]
+    if logprobs and (not math.isfinite(sum(logprobs)) or max(logprobs) > LOGPROB_SLACK):
+        worst = next((v for v in logprobs if not math.isfinite(v) or v > LOGPROB_SLACK), None)
+        if worst is not None:  # else only their sum overflowed
+            raise ValueError(f"logprob {worst!r} is not a finite number <= 0")
+    return logprobs
 
 
 def settle_finish(

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ MODEL_TYPE_FAMILIES: dict[str, str] = {
     "kimi_k2": "kimi-k2",
     "minimax_m2": "minimax-m2",
 }
+WINDOW_STANDIN = "(first message)"  # stands for the first message's text in a bridge's window
 CHAT_TEMPLATE_FAMILY = "default"  # renderers' name for "the model's own chat template"
 
 
@@ -71,13 +74,37 @@ class Prompt:
 
 @dataclass
 class ChainState:
-    """What cumulative mode remembers about a session's previous call."""
+    """What cumulative mode remembers about a session's previous call.
 
-    prompt_ids: list[int]
-    completion_ids: list[int]
+    The call's prompt + completion are ``ids[:end]`` (``end`` = ``len(ids)`` by default): the
+    state before the last call shares the newer call's array when that call extended it,
+    and the array is the trace store's own, so a session holds its ids once, as
+    ``array('i')`` (4 bytes an id, no objects for the garbage collector to walk).
+    """
+
+    ids: array[int]
+    prompt_len: int
     messages: list[dict[str, Any]]
     response: dict[str, Any]
     tools_key: str
+    end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.end < 0:
+            self.end = len(self.ids)
+
+    @property
+    def sequence(self) -> array[int]:
+        """The call's prompt + completion ids."""
+        return self.ids if self.end == len(self.ids) else self.ids[: self.end]
+
+    @property
+    def prompt_ids(self) -> array[int]:
+        return self.ids[: self.prompt_len]
+
+    @property
+    def completion_ids(self) -> array[int]:
+        return self.ids[self.prompt_len : self.end]
 
 
 # --------------------------------------------------------------------------- messages
@@ -328,13 +355,18 @@ class PromptBuilder:
         tools: list[dict[str, Any]] | None,
         chain: ChainState | None,
         cumulative: bool,
+        full_render: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], list[int]] | None = None,
     ) -> Prompt:
-        """Prompt ids for ``messages``; bridged from ``chain`` when cumulative mode can prove it."""
+        """Prompt ids for ``messages``; bridged from ``chain`` when cumulative mode can prove it.
+
+        :param full_render: renders in full instead of :meth:`render` (e.g. in another process).
+        """
+        render = full_render or self.render
         if not cumulative or chain is None:
-            return Prompt(self.render(messages, tools), "rendered")
+            return Prompt(render(messages, tools), "rendered")
         bridged, why = self._bridge(messages, tools, chain)
         if bridged is None:
-            return Prompt(self.render(messages, tools), "rendered", why)
+            return Prompt(render(messages, tools), "rendered", why)
         return Prompt(bridged, "bridged")
 
     def _bridge(
@@ -352,24 +384,27 @@ class PromptBuilder:
         new = messages[k + 1 :]
         if not new:
             return None, "no new messages after the last assistant message"
+        head = chain.sequence
         if self.family == CHAT_TEMPLATE_FAMILY:
-            ids = self._template_bridge(messages, k, tools, chain)
-        else:
-            out = self.renderer.bridge_to_next_turn(
-                chain.prompt_ids, chain.completion_ids, new, tools=tools or None
-            )
-            ids = list(out.token_ids) if out is not None else None
-        if ids is None:
+            tail = self._template_bridge(messages, k, tools, chain)
+            if tail is None:
+                return None, "the renderer declined to bridge"
+            return (head + array("i", tail)).tolist(), ""  # extends head by construction
+        out = self.renderer.bridge_to_next_turn(
+            chain.prompt_ids.tolist(), chain.completion_ids.tolist(), new, tools=tools or None
+        )
+        if out is None:
             return None, "the renderer declined to bridge"
-        head = [*chain.prompt_ids, *chain.completion_ids]
-        if ids[: len(head)] != head:
+        ids = list(out.token_ids)
+        if array("i", ids[: len(head)]) != head:
             return None, "the bridge does not extend the previous prompt + completion"
         return ids, ""
 
     def _template_bridge(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None, chain: ChainState
     ) -> list[int] | None:
-        """ChatML bridge for chat-template models (reference §8, step 3).
+        """ChatML bridge for chat-template models (reference §8, step 3): the ids that follow
+        the previous prompt + completion.
 
         The tokens for the new messages are the text the chat template puts after the
         ``<|im_end|>`` closing the last assistant message, up to the generation prompt,
@@ -380,14 +415,9 @@ class PromptBuilder:
         suffix = self._suffix(messages, k, tools)
         if suffix is None:
             return None
-        completion = chain.completion_ids
-        closing = [] if completion and completion[-1] in self.stop_ids else [self._close_id]
-        return [
-            *chain.prompt_ids,
-            *completion,
-            *closing,
-            *self.tokenizer.encode(suffix, add_special_tokens=False),
-        ]
+        ended = chain.end > chain.prompt_len and chain.ids[chain.end - 1] in self.stop_ids
+        closing = [] if ended else [self._close_id]
+        return [*closing, *self.tokenizer.encode(suffix, add_special_tokens=False)]
 
     def _suffix(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None
@@ -396,13 +426,18 @@ class PromptBuilder:
 
         Rendering the whole conversation twice per turn grows with its length; the window
         (first message, then message ``k`` onward) gives the same text for templates that
-        render each message from itself and its neighbours, as ChatML templates do. That
-        is verified on every short conversation (<= 8 messages) against the full render;
-        one mismatch switches windowing off for good.
+        render each message from itself and its neighbours, as ChatML templates do. A
+        first message's text (a long system prompt) is replaced by a stand-in: the text
+        after message ``k`` does not contain it, and rendering it twice per turn was most of
+        a bridge's cost. Both are verified on every short conversation (<= 8 messages)
+        against the full render; one mismatch switches windowing off for good.
         """
         if k == 0 or not self._window_ok:
             return self._suffix_text(messages, k, tools)
-        windowed = self._suffix_text([messages[0], *messages[k:]], 1, tools)
+        first = messages[0]
+        if isinstance(first.get("content"), str) and len(first["content"]) > len(WINDOW_STANDIN):
+            first = {**first, "content": WINDOW_STANDIN}
+        windowed = self._suffix_text([first, *messages[k:]], 1, tools)
         if len(messages) <= 8:
             full = self._suffix_text(messages, k, tools)
             if full != windowed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import ipaddress
 import json
 import logging
@@ -24,17 +25,21 @@ import re
 import socket
 import threading
 import time
+from array import array
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from .config import GatewayConfig, check_sampling_params
 from .engine import EngineClient, EngineError, settle_finish
+from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, text_size
 from .rendering import (
     ChainState,
+    Prompt,
     PromptBuilder,
     RenderError,
     choose_renderer,
@@ -44,37 +49,46 @@ from .rendering import (
     parse_completion,
     tools_key,
 )
+from .store import SessionTraces, rebuild
 from .trace import CallTrace
-from .wire import BadRequest, ChatRequest, Reply, error_body, finish_reason, parse_request
+from .wire import BadRequest, ChatRequest, Reply, error_body, finish_reason, load_json, parse_request
 
 logger = logging.getLogger(__name__)
 PACKAGE_LOGGER = "agentcore_slime.gateway"
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:~-]{1,256}$")
 NO_RETRY = {"x-should-retry": "false"}
+IDEMPOTENCY_KEY = "Idempotency-Key"  # a client's retry sends the same key: it gets the same reply
+RENDER_THREADS = 4  # parse / render workers: a long render does not queue the short ones
+_T = TypeVar("_T")
+_Body = tuple[bytes | list[bytes], str]  # a reply as sent: JSON bytes or SSE events, and its content type
 
 
 @dataclass
 class _Session:
-    """A session's state. ``traces`` and ``deleted`` are read from other threads under the registry lock."""
+    """A session's state. ``store`` and ``deleted`` are read from other threads under the registry lock."""
 
     sid: str
     sampling: dict[str, Any]
-    traces: list[CallTrace] = field(default_factory=list)
+    store: SessionTraces = field(default_factory=SessionTraces)
     chain: ChainState | None = None  # after the last recorded call
-    chain_before: ChainState | None = None  # before it (a client retry of that call rebuilds from here)
+    chain_before: ChainState | None = None  # before it (a repeat of that call is built from here)
     last_request: tuple[list[dict[str, Any]], str] | None = None
+    replies: dict[str, _Body] = field(default_factory=dict)  # Idempotency-Key -> the reply sent
     deleted: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass
 class _Call:
-    """One chat call in flight."""
+    """One chat call in flight: the request, and the prompt built for it (off the event loop)."""
 
     request: ChatRequest
     messages: list[dict[str, Any]]
     tools_key: str
     started: float
+    repeat: bool = False  # the same messages and tools as the last recorded call
+    prompt: Prompt | None = None
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def _json_error(
@@ -92,6 +106,10 @@ def _json_error(
     )
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _is_loopback(address: str | None) -> bool:
     try:
         return address is not None and ipaddress.ip_address(address.split("%")[0]).is_loopback
@@ -99,22 +117,56 @@ def _is_loopback(address: str | None) -> bool:
         return False
 
 
-def reachable_address() -> str:
-    """An IPv4 address of this host that other hosts can reach (no packet is sent)."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def url_host(address: str) -> str:
+    """An address as the host part of a URL: IPv6 literals go in brackets."""
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def reachable_address(family: socket.AddressFamily = socket.AF_INET) -> str:
+    """An address of this host that other hosts can reach (no packet is sent).
+
+    IPv4 falls back to the host name's address, then 127.0.0.1; IPv6 returns "" when this
+    host has no IPv6 route.
+    """
+    probe = socket.socket(family, socket.SOCK_DGRAM)
+    target = ("10.255.255.255", 1) if family == socket.AF_INET else ("2001:db8::1", 1)
     try:
-        probe.connect(("10.255.255.255", 1))  # UDP connect only picks a route
+        probe.connect(target)  # UDP connect only picks a route
         address = str(probe.getsockname()[0])
     except OSError:
         address = ""
     finally:
         probe.close()
+    if family == socket.AF_INET6:
+        return "" if not address or address == "::" else address.split("%")[0]
     if address and not address.startswith("0."):
         return address
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def _next_chain(
+    previous: ChainState | None, ids: array[int], call: _Call, message: dict[str, Any]
+) -> ChainState:
+    """The chain after a call; messages equal to the previous call's keep its objects (and
+    their text), so a session holds its conversation once."""
+    messages = call.messages
+    if previous is not None:
+        n = len(previous.messages)
+        if messages[:n] == previous.messages:
+            messages = [*previous.messages, *messages[n:]]
+            call.messages = messages
+    assert call.prompt is not None
+    return ChainState(ids, len(call.prompt.token_ids), messages, message, call.tools_key)
+
+
+def _share_ids(state: ChainState, ids: array[int]) -> ChainState:
+    """``state`` over ``ids`` when its ids are their prefix (then nothing is held twice)."""
+    if state.ids is ids or state.end > len(ids) or ids[: state.end] != state.sequence:
+        return state
+    return dataclasses.replace(state, ids=ids)
 
 
 class Gateway:
@@ -134,6 +186,8 @@ class Gateway:
         self._engine: EngineClient | None = None
         self._builder: PromptBuilder | None = None
         self._context_length: int | None = config.context_length
+        self._pool: ThreadPoolExecutor | None = None
+        self._render_pool: RenderPool | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, engine_url: str) -> None:
@@ -149,6 +203,7 @@ class Gateway:
             raise ValueError(f"engine url {engine_url!r} is not http(s)://host:port")
         logging.getLogger(PACKAGE_LOGGER).setLevel(self.config.level)
         self._builder = self._make_builder()
+        self._pool = ThreadPoolExecutor(RENDER_THREADS, thread_name_prefix="agentcore-gateway-render")
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="agentcore-gateway", daemon=True)
         self._thread.start()
@@ -158,7 +213,23 @@ class Gateway:
         except BaseException:
             self.shutdown()
             raise
+        # The tokenizer, renderer and imported modules live as long as the process: moved out
+        # of the collector's generations, full collections stop walking them (hundreds of
+        # thousands of objects; 100+ ms pauses of the gateway's loop).
+        gc.collect()
+        gc.freeze()
         logger.info("gateway serving at %s for engine %s", self.url, engine_url)
+
+    def _vocab_size(self) -> int:
+        """Ids the model can sample: the tokenizer's, or the model's padded vocab when larger."""
+        assert self._builder is not None
+        size = len(self._builder.tokenizer)
+        try:
+            config = json.loads((Path(self.config.model_dir) / "config.json").read_text())
+            size = max(size, int(config.get("vocab_size") or 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass
+        return size
 
     def _make_builder(self) -> PromptBuilder:
         model_dir = self.config.model_dir
@@ -173,6 +244,9 @@ class Gateway:
             reasoning_parser=self.config.reasoning_parser,
         )
         logger.info("renderer family %s (%s)", choice.family, choice.reason)
+        self._render_pool = RenderPool(
+            RendererSpec(model_dir, choice.family, self.config.tool_call_parser, self.config.reasoning_parser)
+        )
         builder = PromptBuilder(renderer, tokenizer, choice.family, generation_stop_ids(model_dir))
         try:  # compiles the chat template now rather than in the first agent call
             builder.render([{"role": "user", "content": "warm-up"}], None)
@@ -188,6 +262,7 @@ class Gateway:
             retries=self.config.engine_retries,
             backoff=self.config.engine_retry_backoff,
             read_timeout=self.config.engine_timeout,
+            vocab_size=self._vocab_size(),
         )
         await self._engine.open()
         await self._engine.health(attempts=self.config.engine_health_attempts)
@@ -204,6 +279,9 @@ class Gateway:
         self._runner = web.AppRunner(
             self._app(),
             access_log=access if self.config.level <= logging.DEBUG else None,
+            # closes connections that send no (complete) request head within the timeout,
+            # idle keep-alive ones included; bodies are bounded in _chat
+            keepalive_timeout=self.config.client_timeout,
         )
         await self._runner.setup()
         await self._bind()
@@ -220,13 +298,18 @@ class Gateway:
                 "(set GATEWAY_PORT to a free port, or 0)"
             ) from None
         port = int(self._runner.addresses[0][1])
-        advertised = host if host and host not in ("0.0.0.0", "::") else reachable_address()
+        if host in (None, "0.0.0.0"):
+            advertised = reachable_address()
+        elif host == "::":  # asyncio listens IPv6-only on "::": advertise an IPv6 address
+            advertised = reachable_address(socket.AF_INET6) or "::1"
+        else:
+            advertised = str(host)
         if host and not _is_loopback(host) and host not in ("0.0.0.0", "::"):
             try:  # local tools (and the admin routes) reach it on loopback too
                 await web.TCPSite(self._runner, "127.0.0.1", port).start()
             except OSError as err:
                 logger.warning("cannot also listen on 127.0.0.1:%d: %s", port, err)
-        self.url = f"http://{advertised}:{port}"
+        self.url = f"http://{url_host(advertised)}:{port}"
 
     def shutdown(self) -> None:
         """Stop serving, close the engine connections, join the thread (idempotent)."""
@@ -243,6 +326,11 @@ class Gateway:
         if self._thread is not None:
             self._thread.join(30)
         loop.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        if self._render_pool is not None:
+            self._render_pool.shutdown()
 
     async def _stop(self) -> None:
         if self._runner is not None:
@@ -280,7 +368,8 @@ class Gateway:
             session = self._sessions.get(session_id)
             if session is None:
                 raise KeyError(f"unknown session {session_id!r}")
-            return list(session.traces)
+            stored = session.store.snapshot()
+        return rebuild(stored)  # outside the lock: the event loop takes it too
 
     def delete_session(self, session_id: str) -> None:
         """Forget a session (idempotent); later calls on its URL get 404."""
@@ -295,7 +384,9 @@ class Gateway:
 
     # ------------------------------------------------------------------ app
     def _app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024**2, middlewares=[self._admin_guard])
+        app = web.Application(
+            client_max_size=64 * 1024**2, middlewares=[self._errors_as_json, self._admin_guard]
+        )
         app.router.add_get("/health", self._health)
         app.router.add_post("/sessions/{sid}/v1/chat/completions", self._chat)
         app.router.add_get("/sessions/{sid}/v1/models", self._models)
@@ -303,6 +394,24 @@ class Gateway:
         app.router.add_delete("/admin/sessions/{sid}", self._admin_delete)
         app.router.add_get("/admin/sessions/{sid}/traces", self._admin_traces)
         return app
+
+    @web.middleware
+    async def _errors_as_json(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Every answer is an OpenAI error body, never aiohttp's plain text: a bug is a 500 the
+        SDK does not retry, an HTTP error (413, 405...) keeps its status."""
+        try:
+            return await handler(request)
+        except web.HTTPException as err:
+            if err.status < 400:
+                raise
+            return _json_error(err.status, err.reason, "invalid_request_error")
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception as err:
+            logger.exception("gateway error on %s %s", request.method, request.path)
+            return _json_error(500, f"gateway error: {type(err).__name__}: {err}", "server_error")
 
     @web.middleware
     async def _admin_guard(
@@ -334,9 +443,9 @@ class Gateway:
 
     async def _admin_create(self, request: web.Request) -> web.Response:
         try:
-            body = await request.json()
+            body = load_json(await request.read())
             base_url = self.create_session(str(body["session_id"]), body.get("sampling_params"))
-        except (ValueError, KeyError, TypeError) as err:
+        except (ValueError, KeyError, TypeError, AttributeError) as err:  # BadRequest is a ValueError
             return _json_error(400, f"bad session request: {err}", "invalid_request_error")
         return web.json_response({"session_id": body["session_id"], "base_url": base_url})
 
@@ -349,7 +458,7 @@ class Gateway:
             traces = self.traces(request.match_info["sid"])
         except KeyError:
             return self._unknown_session(request.match_info["sid"])
-        return web.json_response([dataclasses.asdict(t) for t in traces])
+        return web.json_response([dataclasses.asdict(t) for t in traces], dumps=_dumps)
 
     # ------------------------------------------------------------------ chat
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -357,34 +466,74 @@ class Gateway:
         session = self._session(sid)
         if session is None:
             return self._unknown_session(sid)
-        try:
-            chat = parse_request(await request.read())
-            messages = normalize_messages(chat.messages)
-        except BadRequest as err:
-            return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
-        except RenderError as err:
-            return _json_error(400, str(err), "invalid_request_error", param="messages")
-        call = _Call(chat, messages, tools_key(chat.tools), time.perf_counter())
+        try:  # a client that stalls mid-body must not hold a connection (and a file) forever
+            async with asyncio.timeout(self.config.client_timeout):
+                raw = await request.read()
+        except TimeoutError:
+            return _json_error(
+                408,
+                f"the request body did not arrive within {self.config.client_timeout:g} s",
+                "invalid_request_error",
+                code="request_timeout",
+            )
+        key = request.headers.get(IDEMPOTENCY_KEY) or None
         async with session.lock:
             if session.deleted:
                 return self._unknown_session(sid)
-            return await self._serve_call(request, session, call)
+            if key is not None and key in session.replies:  # a retry of a delivered call: same reply
+                return await self._send(request, *session.replies[key]) or web.Response(status=499)
+            try:
+                call = await self._off_loop(self._prepare, raw, session)
+            except BadRequest as err:
+                return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
+            except RenderError as err:
+                return _json_error(400, str(err), "invalid_request_error", param="messages")
+            return await self._serve_call(request, session, call, key)
 
-    async def _serve_call(self, request: web.Request, session: _Session, call: _Call) -> web.StreamResponse:
-        assert self._builder is not None and self._engine is not None
-        retry = session.last_request == (call.messages, call.tools_key)
-        base = session.chain_before if retry else session.chain
+    async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run CPU work (parsing, rendering) in the render pool: the event loop keeps serving.
+
+        A recursion error (input nested beyond what the parsers take) is the request's fault.
+        """
+
+        def run() -> _T:
+            try:
+                return fn(*args)
+            except RecursionError:
+                raise BadRequest("the request is nested too deeply") from None
+
+        return await asyncio.get_running_loop().run_in_executor(self._pool, run)
+
+    def _prepare(self, raw: bytes, session: _Session) -> _Call:
+        """Parse and validate the body, build the prompt ids and sampling params (render pool)."""
+        assert self._builder is not None
+        started = time.perf_counter()
+        chat = parse_request(raw)
+        messages = normalize_messages(chat.messages)
+        call = _Call(chat, messages, tools_key(chat.tools), started)
+        call.repeat = session.last_request == (call.messages, call.tools_key)
+        base = session.chain_before if call.repeat else session.chain
+        call.prompt = self._builder.build(
+            messages, chat.tools, base, self.config.cumulative_token_mode, self._full_render
+        )
+        call.params = self._sampling(session, chat, len(call.prompt.token_ids))
+        return call
+
+    def _full_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+        """A full render; long conversations in the render process (see render_pool)."""
+        assert self._builder is not None
+        if self._render_pool is not None and text_size(messages, tools) > OFFLOAD_CHARS:
+            ids = self._render_pool.render(messages, tools)
+            if ids is not None:
+                return ids
+        return self._builder.render(messages, tools)
+
+    async def _serve_call(
+        self, request: web.Request, session: _Session, call: _Call, key: str | None
+    ) -> web.StreamResponse:
+        assert self._builder is not None and self._engine is not None and call.prompt is not None
         try:
-            prompt = self._builder.build(
-                call.messages, call.request.tools, base, self.config.cumulative_token_mode
-            )
-            params = self._sampling(session, call.request, len(prompt.token_ids))
-        except RenderError as err:
-            return _json_error(400, str(err), "invalid_request_error", param="messages")
-        except BadRequest as err:
-            return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
-        try:
-            result = await self._engine.generate(prompt.token_ids, params, routing_key=session.sid)
+            result = await self._engine.generate(call.prompt.token_ids, call.params, routing_key=session.sid)
             result = settle_finish(result, self._builder.stop_ids, call.request.stop, self._decode)
         except EngineError as err:
             logger.warning("session %s: engine call failed: %s", session.sid, err)
@@ -395,39 +544,47 @@ class Gateway:
                 code="engine_error",
                 retry=err.retryable,
             )
-        message = parse_completion(
-            self._builder.renderer, result.output_ids, prompt.token_ids, call.request.tools
-        )
-        reply = Reply(
-            call.request.model or self.config.model_id,
-            message,
-            finish_reason(result.finish_type, message),
-            len(prompt.token_ids),
-            len(result.output_ids),
-        )
+        message, reply = await self._off_loop(self._reply, call, result.output_ids, result.finish_type)
         trace = CallTrace(
-            prompt_token_ids=prompt.token_ids,
+            prompt_token_ids=call.prompt.token_ids,
             completion_token_ids=result.output_ids,
             logprobs=result.logprobs,
             finish_reason=result.finish_type,  # type: ignore[arg-type]
             messages=call.request.messages,
             response_message=message,
-            token_mode=prompt.token_mode,  # type: ignore[arg-type]
+            token_mode=call.prompt.token_mode,  # type: ignore[arg-type]
             session_id=session.sid,
             engine_finish=dict(result.meta.get("finish_reason") or result.finish),  # as the engine said
-            sampling_params=params,
-            chain_break=prompt.chain_break,
+            sampling_params=call.params,
+            chain_break=call.prompt.chain_break,
             latency_ms=(time.perf_counter() - call.started) * 1000,
             weight_version=result.meta.get("weight_version"),
         )
         # Recorded just before the last bytes go out, so a trainer reading right after the
         # agent got its reply sees the trace; undone if the agent went away meanwhile.
-        undo = self._record(session, call, message, trace, retry)
-        response = await self._write(request, reply, call.request)
+        undo = self._record(session, call, message, trace, key, reply)
+        response = await self._send(request, *reply)
         if response is None:
             undo()
             return web.Response(status=499)
         return response
+
+    def _reply(self, call: _Call, output_ids: list[int], finish: str) -> tuple[dict[str, Any], _Body]:
+        """Parse the sampled ids into the assistant message and serialize the reply (render pool)."""
+        assert self._builder is not None and call.prompt is not None
+        message = parse_completion(
+            self._builder.renderer, output_ids, call.prompt.token_ids, call.request.tools
+        )
+        reply = Reply(
+            call.request.model or self.config.model_id,
+            message,
+            finish_reason(finish, message),
+            len(call.prompt.token_ids),
+            len(output_ids),
+        )
+        if call.request.stream:
+            return message, (reply.sse_events(call.request.include_usage), "text/event-stream")
+        return message, (json.dumps(reply.completion(), ensure_ascii=False).encode(), "application/json")
 
     def _decode(self, ids: list[int]) -> str:
         assert self._builder is not None
@@ -459,24 +616,23 @@ class Gateway:
         )
         return params
 
-    async def _write(
-        self, request: web.Request, reply: Reply, chat: ChatRequest
+    async def _send(
+        self, request: web.Request, content: bytes | list[bytes], content_type: str
     ) -> web.StreamResponse | None:
-        """Write the reply; None when the client is gone (then nothing is recorded)."""
+        """Send a body (bytes, or SSE events written one by one); None when the client is gone."""
         try:
-            if chat.stream:
+            if isinstance(content, bytes):
+                response = web.StreamResponse(headers={"Content-Type": content_type})
+                response.content_length = len(content)
+                await response.prepare(request)
+                await response.write(content)
+            else:
                 response = web.StreamResponse(
-                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+                    headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
                 )
                 await response.prepare(request)
-                for event in reply.sse_events(chat.include_usage):
+                for event in content:
                     await response.write(event)
-            else:
-                body = json.dumps(reply.completion(), ensure_ascii=False).encode()
-                response = web.StreamResponse(headers={"Content-Type": "application/json"})
-                response.content_length = len(body)
-                await response.prepare(request)
-                await response.write(body)
             await response.write_eof()
         except (ConnectionResetError, ConnectionError):
             logger.info("client of a session went away before the reply was written")
@@ -484,9 +640,19 @@ class Gateway:
         return response
 
     def _record(
-        self, session: _Session, call: _Call, message: dict[str, Any], trace: CallTrace, retry: bool
+        self,
+        session: _Session,
+        call: _Call,
+        message: dict[str, Any],
+        trace: CallTrace,
+        key: str | None,
+        reply: _Body,
     ) -> Callable[[], None]:
-        """Append the trace (a client retry of the last call replaces it), advance the chain.
+        """Append the trace and advance the chain; remember the reply under the idempotency key.
+
+        Every delivered reply is a call of its own (a second sample of the same messages is
+        recorded next to the first): without a client key a retry cannot be told from a new
+        sample, and the agent continues with whichever reply it got.
 
         :returns: a function that undoes exactly this (the reply could not be delivered).
         """
@@ -494,15 +660,13 @@ class Gateway:
         with self._registry:
             if session.deleted:
                 return lambda: None
-            replaced = session.traces[-1] if retry and session.traces else None
-            if replaced is not None:
-                session.traces[-1] = trace
-            else:
-                session.traces.append(trace)
-        session.chain_before = session.chain_before if retry else session.chain
-        session.chain = ChainState(
-            trace.prompt_token_ids, trace.completion_token_ids, call.messages, message, call.tools_key
-        )
+            session.store.append(trace)
+        if key is not None:
+            session.replies[key] = reply
+        session.chain_before = session.chain_before if call.repeat else session.chain
+        session.chain = _next_chain(session.chain, session.store.last_ids, call, message)
+        if session.chain_before is not None:
+            session.chain_before = _share_ids(session.chain_before, session.chain.ids)
         session.last_request = (call.messages, call.tools_key)
         if trace.chain_break:
             logger.info("session %s: cumulative chain broken (%s)", session.sid, trace.chain_break)
@@ -510,10 +674,10 @@ class Gateway:
         def undo() -> None:
             logger.info("session %s: reply not delivered, call not recorded", session.sid)
             session.chain, session.chain_before, session.last_request = saved
+            if key is not None:
+                session.replies.pop(key, None)
             with self._registry:
-                if session.traces and session.traces[-1] is trace:
-                    session.traces.pop()
-                    if replaced is not None:
-                        session.traces.append(replaced)
+                if not session.deleted:
+                    session.store.pop_last()
 
         return undo

@@ -7,12 +7,14 @@ Pure functions (no I/O) so they can be tested on their own. Reference: gateway-c
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 MAX_STOP_STRINGS = 32  # SGLang 0.5.23's limit (0.5.13 has none)
+MAX_DEPTH = 64  # JSON nesting a chat request may use; deeper bodies hit recursion limits downstream
 
 
 class BadRequest(ValueError):
@@ -51,9 +53,14 @@ def _number(body: dict[str, Any], key: str) -> float | None:
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRequest(f"{key} must be a number, got {value!r}", param=key)
-    return float(value)
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if math.isfinite(number):
+            return number
+    raise BadRequest(f"{key} must be a finite number, got {str(value)[:40]}", param=key)
 
 
 def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,7 +70,25 @@ def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
             raise BadRequest(f"messages[{i}] must be an object with a string role", param=f"messages[{i}]")
+        _tool_calls(msg.get("tool_calls"), f"messages[{i}].tool_calls")
     return messages
+
+
+def _tool_calls(calls: Any, where: str) -> None:
+    """An assistant message's ``tool_calls``: null or a list of ``{function: {name, arguments}}``."""
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise BadRequest(f"{where} must be a list of tool call objects", param=where)
+    for j, call in enumerate(calls):
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise BadRequest(
+                f"{where}[{j}] must be {{type: function, function: {{name, arguments}}}}",
+                param=f"{where}[{j}]",
+            )
+        if not isinstance(fn.get("arguments"), str | dict | None):
+            raise BadRequest(f"{where}[{j}].function.arguments must be a JSON string", param=f"{where}[{j}]")
 
 
 def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -121,10 +146,7 @@ def parse_request(raw: bytes) -> ChatRequest:
 
     :raises BadRequest: with what is wrong and which field.
     """
-    try:
-        body = json.loads(raw)
-    except ValueError as err:
-        raise BadRequest(f"request body is not valid JSON: {err}") from None
+    body = load_json(raw)
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     n = body.get("n", 1)
@@ -143,6 +165,48 @@ def parse_request(raw: bytes) -> ChatRequest:
         agent_sampling=sampling,
         model=str(body.get("model") or ""),
     )
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON (send finite numbers)")
+
+
+def load_json(raw: bytes) -> Any:
+    """Strict JSON: no NaN / Infinity (nor numbers that overflow to them), at most
+    :data:`MAX_DEPTH` levels of nesting.
+
+    :raises BadRequest: with what is wrong.
+    """
+    try:
+        body = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+    except RecursionError:
+        raise BadRequest(f"request body is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as err:  # UnicodeDecodeError included
+        raise BadRequest(f"request body is not valid JSON: {err}") from None
+    if _depth_exceeds(body, MAX_DEPTH):
+        raise BadRequest(f"request body is nested deeper than {MAX_DEPTH} levels")
+    return body
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def error_body(

@@ -116,6 +116,8 @@ class FakeSGLang(ThreadedAiohttpServer):
         strings are matched).
     :param sglang_version: ``0.5.13`` (default, the pinned version) or ``0.5.23``: the
         order of the finish checks and the side routes follow that version.
+    :param corrupt: a fault mode: edits every ``/generate`` answer in place before it is sent
+        (a broken engine or router: float or out-of-vocabulary ids, NaN or positive logprobs).
     """
 
     def __init__(
@@ -129,10 +131,12 @@ class FakeSGLang(ThreadedAiohttpServer):
         model_name: str = "toy-qwen2.5",
         tokenizer: Any = None,
         sglang_version: str = "0.5.13",
+        corrupt: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if sglang_version not in SGLANG_VERSIONS:
             raise ValueError(f"sglang_version {sglang_version!r} is not one of {SGLANG_VERSIONS}")
         self.sglang_version = sglang_version
+        self.corrupt = corrupt
         self.policy = policy
         self.fail_first = fail_first
         self.abort_first = abort_first
@@ -218,7 +222,10 @@ class FakeSGLang(ThreadedAiohttpServer):
             return _error(400, f"Duplicate request ID detected: {rid}")
         self._in_flight.add(rid)
         try:
-            return web.json_response(self._complete(body, rid, aborted=call <= self.abort_first))
+            answer = self._complete(body, rid, aborted=call <= self.abort_first)
+            if self.corrupt is not None:
+                self.corrupt(answer)
+            return web.json_response(answer)
         finally:
             self._in_flight.discard(rid)
 

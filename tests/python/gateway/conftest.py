@@ -47,13 +47,24 @@ def make_stand(model_dir: Path, tokenizer: Any) -> Iterator[Callable[..., Stand]
     """Factory: ``make_stand(policy=None, fake_kwargs..., **config_overrides)`` -> Stand."""
     started: list[Stand] = []
 
-    def make(policy: Policy | None = None, fake: dict[str, Any] | None = None, **overrides: Any) -> Stand:
+    def make(
+        policy: Policy | None = None,
+        fake: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> Stand:
         script = Script()
         engine = FakeSGLang(
-            policy or text_policy(tokenizer, script.respond), tokenizer=tokenizer, **(fake or {})
+            policy or text_policy(tokenizer, script.respond),
+            tokenizer=tokenizer,
+            **(fake or {}),
         )
         engine.start()
-        config = {"host": "127.0.0.1", "port": 0, "engine_retry_backoff": 0.01, **overrides}
+        config = {
+            "host": "127.0.0.1",
+            "port": 0,
+            "engine_retry_backoff": 0.01,
+            **overrides,
+        }
         gateway = Gateway(GatewayConfig(str(model_dir), **config))
         try:
             gateway.start(engine.url)

@@ -16,7 +16,9 @@ class Script:
 
     def respond(self, prompt: str) -> str:
         if not self.replies:
-            raise AssertionError("the engine was called more often than the test scripted")
+            raise AssertionError(
+                "the engine was called more often than the test scripted"
+            )
         reply = self.replies.pop(0)
         return reply(prompt) if callable(reply) else reply
 
@@ -25,7 +27,9 @@ def tool_call_text(name: str, arguments: dict[str, Any], content: str = "") -> s
     """What a Qwen2.5 model samples for a tool call (the chat template's own format)."""
     call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
     return (
-        f"{content}\n<tool_call>\n{call}\n</tool_call>" if content else f"<tool_call>\n{call}\n</tool_call>"
+        f"{content}\n<tool_call>\n{call}\n</tool_call>"
+        if content
+        else f"<tool_call>\n{call}\n</tool_call>"
     )
 
 

@@ -17,11 +17,15 @@ def _respond(prompt: str) -> str:
     return f"ack {users[-1]}"
 
 
-def test_concurrent_sessions_keep_their_own_ordered_traces(make_stand, tokenizer) -> None:
+def test_concurrent_sessions_keep_their_own_ordered_traces(
+    make_stand, tokenizer
+) -> None:
     from fakes.sglang_server import text_policy
 
     stand = make_stand(
-        policy=text_policy(tokenizer, _respond), cumulative_token_mode=True, fake={"delay": 0.005}
+        policy=text_policy(tokenizer, _respond),
+        cumulative_token_mode=True,
+        fake={"delay": 0.005},
     )
     sessions = [f"c{i}" for i in range(32)]
     bases = {sid: stand.gateway.create_session(sid) for sid in sessions}
@@ -40,8 +44,12 @@ def test_concurrent_sessions_keep_their_own_ordered_traces(make_stand, tokenizer
 
     for sid in sessions:
         traces = stand.gateway.traces(sid)
-        assert [t.response_message["content"] for t in traces] == [f"ack {sid} turn {i}" for i in range(3)]
+        assert [t.response_message["content"] for t in traces] == [
+            f"ack {sid} turn {i}" for i in range(3)
+        ]
         assert [t.token_mode for t in traces] == ["rendered", "bridged", "bridged"]
         assert all(t.session_id == sid for t in traces)
     routed = {r.get("X-SMG-Routing-Key") for r in stand.engine.headers}
-    assert routed == set(sessions)  # every /generate names its session for sticky routing
+    assert routed == set(
+        sessions
+    )  # every /generate names its session for sticky routing

@@ -34,15 +34,21 @@ values = st.one_of(st.integers(-999, 999), stripped)
 arguments = st.dictionaries(st.sampled_from(["a", "b", "q"]), values, max_size=3)
 tool_turn = st.tuples(
     st.just("tools"),
-    st.lists(st.tuples(st.sampled_from(["add", "lookup"]), arguments), min_size=1, max_size=3),
+    st.lists(
+        st.tuples(st.sampled_from(["add", "lookup"]), arguments), min_size=1, max_size=3
+    ),
     st.one_of(st.none(), stripped),
     st.lists(texts, min_size=3, max_size=3),
 )
 answer_turn = st.tuples(st.just("answer"), texts, texts)
 truncated_turn = st.tuples(
-    st.just("truncated"), st.text(alphabet=string.ascii_letters + " ", min_size=40), texts
+    st.just("truncated"),
+    st.text(alphabet=string.ascii_letters + " ", min_size=40),
+    texts,
 )
-plans = st.lists(st.one_of(tool_turn, answer_turn, truncated_turn), min_size=1, max_size=5)
+plans = st.lists(
+    st.one_of(tool_turn, answer_turn, truncated_turn), min_size=1, max_size=5
+)
 
 
 def _client(base: str) -> openai.OpenAI:
@@ -51,7 +57,9 @@ def _client(base: str) -> openai.OpenAI:
 
 def _echo(message: Any) -> dict[str, Any]:
     """The assistant message as an agent puts it back into its history."""
-    return message.model_dump(exclude_none=True, exclude={"refusal", "annotations", "audio", "function_call"})
+    return message.model_dump(
+        exclude_none=True, exclude={"refusal", "annotations", "audio", "function_call"}
+    )
 
 
 def _assert_chain(traces: list) -> None:
@@ -64,27 +72,37 @@ def _assert_chain(traces: list) -> None:
 def test_random_tool_conversations_have_zero_drift(make_stand, tokenizer) -> None:
     stand = make_stand(cumulative_token_mode=True)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    )
     @given(plan=plans, system=st.one_of(st.none(), stripped), first=texts)
     def run(plan, system, first) -> None:
         sid = uuid.uuid4().hex
         client = _client(stand.gateway.create_session(sid, {"max_new_tokens": 200}))
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        messages: list[dict[str, Any]] = (
+            [{"role": "system", "content": system}] if system else []
+        )
         messages.append({"role": "user", "content": first})
         for kind, *rest in plan:
             if kind == "tools":
                 calls, content, results = rest
-                stand.script.replies.append("\n".join(tool_call_text(n, a) for n, a in calls))
+                stand.script.replies.append(
+                    "\n".join(tool_call_text(n, a) for n, a in calls)
+                )
                 if content:
                     stand.script.replies[-1] = content + "\n" + stand.script.replies[-1]
             else:
                 stand.script.replies.append(rest[0])
             limit = 3 if kind == "truncated" else None
-            out = client.chat.completions.create(model="m", messages=messages, tools=TOOLS, max_tokens=limit)
+            out = client.chat.completions.create(
+                model="m", messages=messages, tools=TOOLS, max_tokens=limit
+            )
             messages.append(_echo(out.choices[0].message))
             if kind == "tools":
                 got = out.choices[0].message.tool_calls
-                assert [(c.function.name, json.loads(c.function.arguments)) for c in got] == calls
+                assert [
+                    (c.function.name, json.loads(c.function.arguments)) for c in got
+                ] == calls
                 messages += [
                     {"role": "tool", "tool_call_id": c.id, "content": r}
                     for c, r in zip(got, results, strict=False)
@@ -114,10 +132,19 @@ def test_edited_history_breaks_the_chain_and_says_why(make_stand) -> None:
     messages = [{"role": "user", "content": "1+2?"}]
     out = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
     call = out.choices[0].message.tool_calls[0]
-    messages += [_echo(out.choices[0].message), {"role": "tool", "tool_call_id": call.id, "content": "3"}]
+    messages += [
+        _echo(out.choices[0].message),
+        {"role": "tool", "tool_call_id": call.id, "content": "3"},
+    ]
     client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
-    messages[0] = {"role": "user", "content": "1 + 2 ?"}  # the agent rewrote its history
-    messages += [{"role": "assistant", "content": "3"}, {"role": "user", "content": "thanks"}]
+    messages[0] = {
+        "role": "user",
+        "content": "1 + 2 ?",
+    }  # the agent rewrote its history
+    messages += [
+        {"role": "assistant", "content": "3"},
+        {"role": "user", "content": "thanks"},
+    ]
     client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
     modes = [(t.token_mode, t.chain_break) for t in stand.gateway.traces("s")]
     assert modes[0] == ("rendered", "") and modes[1] == ("bridged", "")
@@ -127,27 +154,38 @@ def test_edited_history_breaks_the_chain_and_says_why(make_stand) -> None:
     )
 
 
-def test_client_retry_of_a_call_replaces_its_trace(make_stand) -> None:
+def test_a_repeated_call_without_key_is_a_second_sample_and_both_are_traced(
+    make_stand,
+) -> None:
+    """Without an Idempotency-Key a repeat cannot be told from a second sample (best-of-n,
+    self-consistency): every delivered reply is traced, both from the same prompt ids, and the
+    conversation continues from the reply the agent echoes."""
     stand = make_stand(cumulative_token_mode=True)
     stand.script.replies += ["first try", "second try", "next"]
     client = _client(stand.gateway.create_session("s"))
     messages = [{"role": "user", "content": "hi"}]
     client.chat.completions.create(model="m", messages=messages)
-    out = client.chat.completions.create(model="m", messages=messages)  # e.g. the SDK retried a timeout
+    out = client.chat.completions.create(model="m", messages=messages)
     traces = stand.gateway.traces("s")
-    assert len(traces) == 1 and traces[0].response_message["content"] == "second try"
+    assert [t.response_message["content"] for t in traces] == [
+        "first try",
+        "second try",
+    ]
+    assert traces[0].prompt_token_ids == traces[1].prompt_token_ids
     messages += [_echo(out.choices[0].message), {"role": "user", "content": "more"}]
     client.chat.completions.create(model="m", messages=messages)
     traces = stand.gateway.traces("s")
-    assert len(traces) == 2
-    _assert_chain(traces)
+    assert len(traces) == 3 and traces[2].token_mode == "bridged"
+    _assert_chain(traces[1:])
 
 
 def test_non_cumulative_mode_renders_every_call(make_stand) -> None:
     stand = make_stand(cumulative_token_mode=False)
     stand.script.replies += ["a", "b"]
     client = _client(stand.gateway.create_session("s"))
-    out = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    out = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}]
+    )
     messages = [
         {"role": "user", "content": "x"},
         _echo(out.choices[0].message),
@@ -172,11 +210,17 @@ def test_qwen3_family_uses_renderers_bridge(make_stand, tokenizer) -> None:
     msg = out.choices[0].message
     assert out.choices[0].finish_reason == "tool_calls"
     assert msg.model_extra.get("reasoning_content", "").strip() == "need to add"
-    messages += [_echo(msg), {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "4"}]
+    messages += [
+        _echo(msg),
+        {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "4"},
+    ]
     out = client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
     assert out.choices[0].message.content.strip() == "It is 4."
     messages += [_echo(out.choices[0].message), {"role": "user", "content": "thanks"}]
     client.chat.completions.create(model="m", messages=messages, tools=TOOLS)
     traces = stand.gateway.traces("s")
     _assert_chain(traces[:2])
-    assert traces[2].token_mode == "rendered" and traces[2].chain_break == "the renderer declined to bridge"
+    assert (
+        traces[2].token_mode == "rendered"
+        and traces[2].chain_break == "the renderer declined to bridge"
+    )

@@ -47,11 +47,26 @@ def test_unknown_and_deleted_sessions_are_404(make_stand) -> None:
         ("{not json", "not valid JSON"),
         ([1, 2], "must be a JSON object"),
         ({"messages": []}, "non-empty list"),
-        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role 'wizard'"),
+        (
+            {"messages": [{"role": "wizard", "content": "x"}]},
+            "messages[0].role 'wizard'",
+        ),
         ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "only n=1"),
-        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, "max_tokens must be a positive"),
-        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "tools[0]"),
-        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "only text parts"),
+        (
+            {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+            "max_tokens must be a positive",
+        ),
+        (
+            {
+                "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "function"}],
+            },
+            "tools[0]",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
+            "only text parts",
+        ),
     ],
 )
 def test_malformed_requests_are_400(make_stand, body, needle: str) -> None:
@@ -110,7 +125,11 @@ def test_start_fails_clearly_when_engine_is_down(model_dir) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens there once the socket closes
-    gw = Gateway(GatewayConfig(str(model_dir), host="127.0.0.1", port=0, engine_health_attempts=1))
+    gw = Gateway(
+        GatewayConfig(
+            str(model_dir), host="127.0.0.1", port=0, engine_health_attempts=1
+        )
+    )
     with pytest.raises(RuntimeError, match="is not healthy"):
         gw.start(f"http://127.0.0.1:{port}")
     assert gw.url == ""
@@ -126,8 +145,14 @@ def test_start_fails_clearly_when_engine_is_down(model_dir) -> None:
         ({"reasoning_parser": "bogus"}, "SGLANG_REASONING_PARSER"),
     ],
 )
-def test_bad_configuration_fails_before_serving(model_dir, config: dict, needle: str) -> None:
-    gw = Gateway(GatewayConfig(**{"model_dir": str(model_dir), "host": "127.0.0.1", "port": 0, **config}))
+def test_bad_configuration_fails_before_serving(
+    model_dir, config: dict, needle: str
+) -> None:
+    gw = Gateway(
+        GatewayConfig(
+            **{"model_dir": str(model_dir), "host": "127.0.0.1", "port": 0, **config}
+        )
+    )
     with pytest.raises(ValueError, match=needle):
         gw.start("http://127.0.0.1:9")  # never contacted: validation comes first
     assert gw.url == ""
@@ -154,8 +179,12 @@ def test_admin_routes_serve_loopback_only(make_stand) -> None:
     """
     stand = make_stand()
     gw = stand.gateway
-    resp = httpx.post(f"{gw.url}/admin/sessions", json={"session_id": "adm", "sampling_params": {}})
-    assert resp.status_code == 200 and resp.json()["base_url"].endswith("/sessions/adm/v1")
+    resp = httpx.post(
+        f"{gw.url}/admin/sessions", json={"session_id": "adm", "sampling_params": {}}
+    )
+    assert resp.status_code == 200 and resp.json()["base_url"].endswith(
+        "/sessions/adm/v1"
+    )
     assert httpx.get(f"{gw.url}/admin/sessions/adm/traces").json() == []
 
     class Transport:
@@ -167,18 +196,28 @@ def test_admin_routes_serve_loopback_only(make_stand) -> None:
 
     import asyncio
 
-    for method, path in (("POST", "/admin/sessions"), ("DELETE", "/admin/sessions/adm")):
+    for method, path in (
+        ("POST", "/admin/sessions"),
+        ("DELETE", "/admin/sessions/adm"),
+    ):
         request = make_mocked_request(method, path, transport=Transport())
         assert request.remote == "10.1.2.3"
         refused = asyncio.run(gw._admin_guard(request, handler))
         assert refused.status == 403
     assert httpx.delete(f"{gw.url}/admin/sessions/adm").status_code == 200
-    assert httpx.post(f"{gw.url}/sessions/adm/v1/chat/completions", json=HELLO).status_code == 404
+    assert (
+        httpx.post(f"{gw.url}/sessions/adm/v1/chat/completions", json=HELLO).status_code
+        == 404
+    )
 
 
 def test_loopback_check() -> None:
     assert _is_loopback("127.0.0.1") and _is_loopback("::1")
-    assert not _is_loopback("10.0.0.5") and not _is_loopback(None) and not _is_loopback("garbage")
+    assert (
+        not _is_loopback("10.0.0.5")
+        and not _is_loopback(None)
+        and not _is_loopback("garbage")
+    )
 
 
 def test_health(make_stand) -> None:
@@ -195,7 +234,9 @@ def test_reply_not_delivered_is_not_recorded(make_stand) -> None:
     base = stand.gateway.create_session("s")
     with pytest.raises(httpx.TimeoutException):
         httpx.post(f"{base}/chat/completions", json=HELLO, timeout=0.2)
-    time.sleep(1.0)  # the engine answers, the gateway tries to write to the closed connection
+    time.sleep(
+        1.0
+    )  # the engine answers, the gateway tries to write to the closed connection
     assert len(stand.engine.requests) == 1
     assert stand.gateway.traces("s") == []
     assert _chat(base, HELLO).status_code == 200

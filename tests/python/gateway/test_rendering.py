@@ -32,7 +32,9 @@ def _variant(model_dir: Path, tmp_path: Path, name: str, **config) -> Path:
     return target
 
 
-def test_qwen25_dir_falls_back_to_chat_template_and_says_so_once(model_dir, caplog) -> None:
+def test_qwen25_dir_falls_back_to_chat_template_and_says_so_once(
+    model_dir, caplog
+) -> None:
     tok = load_tokenizer(str(model_dir))
     with caplog.at_level(logging.WARNING, logger="agentcore_slime.gateway"):
         renderer, choice = choose_renderer(
@@ -40,7 +42,9 @@ def test_qwen25_dir_falls_back_to_chat_template_and_says_so_once(model_dir, capl
         )
     assert choice.family == "default" and "model_type 'qwen2'" in choice.reason
     assert type(renderer).__name__ == "DefaultRenderer"
-    assert renderer.config.tool_parser == "qwen3"  # SGLang's "qwen" = Hermes JSON <tool_call>
+    assert (
+        renderer.config.tool_parser == "qwen3"
+    )  # SGLang's "qwen" = Hermes JSON <tool_call>
     assert len([r for r in caplog.records if "chat template" in r.getMessage()]) == 1
 
 
@@ -52,7 +56,9 @@ def test_qwen25_dir_falls_back_to_chat_template_and_says_so_once(model_dir, capl
         ({"_name_or_path": "Qwen/Qwen3-8B"}, "qwen3"),
     ],
 )
-def test_family_inferred_from_config_of_a_local_dir(model_dir, tmp_path, config, family) -> None:
+def test_family_inferred_from_config_of_a_local_dir(
+    model_dir, tmp_path, config, family
+) -> None:
     target = _variant(model_dir, tmp_path, "my-finetune", **config)
     tok = load_tokenizer(str(target))
     assert infer_family(str(target), tok).family == family
@@ -62,15 +68,23 @@ def test_family_inferred_from_config_of_a_local_dir(model_dir, tmp_path, config,
     assert type(renderer).__name__ == "Qwen3Renderer" and choice.family == family
 
 
-def test_family_inferred_from_directory_named_like_a_hub_model(model_dir, tmp_path) -> None:
+def test_family_inferred_from_directory_named_like_a_hub_model(
+    model_dir, tmp_path
+) -> None:
     target = _variant(model_dir, tmp_path, "Qwen3-4B-Instruct-2507")
     assert infer_family(str(target), load_tokenizer(str(target))).family == "qwen3"
 
 
 def test_inferred_family_that_does_not_fit_falls_back(model_dir, tmp_path) -> None:
-    target = _variant(model_dir, tmp_path, "x", model_type="glm4_moe")  # toy vocab lacks GLM tokens
+    target = _variant(
+        model_dir, tmp_path, "x", model_type="glm4_moe"
+    )  # toy vocab lacks GLM tokens
     renderer, choice = choose_renderer(
-        str(target), load_tokenizer(str(target)), "auto", tool_call_parser=None, reasoning_parser=None
+        str(target),
+        load_tokenizer(str(target)),
+        "auto",
+        tool_call_parser=None,
+        reasoning_parser=None,
     )
     assert choice.family == "default" and "glm-4.5" in choice.reason
     assert type(renderer).__name__ == "DefaultRenderer"
@@ -81,30 +95,54 @@ def test_explicit_family_overrides_inference(model_dir) -> None:
     renderer, choice = choose_renderer(
         str(model_dir), tok, "qwen3", tool_call_parser=None, reasoning_parser=None
     )
-    assert type(renderer).__name__ == "Qwen3Renderer" and choice.reason == "RENDERER_FAMILY"
+    assert (
+        type(renderer).__name__ == "Qwen3Renderer"
+        and choice.reason == "RENDERER_FAMILY"
+    )
 
 
 def test_reasoning_parser_mapping(model_dir, tokenizer) -> None:
     renderer, _ = choose_renderer(
-        str(model_dir), tokenizer, "default", tool_call_parser="qwen", reasoning_parser="qwen3"
+        str(model_dir),
+        tokenizer,
+        "default",
+        tool_call_parser="qwen",
+        reasoning_parser="qwen3",
     )
-    ids = tokenizer.encode("<think>\nhmm\n</think>\n\nhello<|im_end|>", add_special_tokens=False)
+    ids = tokenizer.encode(
+        "<think>\nhmm\n</think>\n\nhello<|im_end|>", add_special_tokens=False
+    )
     message = parse_completion(renderer, ids, [], None)
-    assert message["reasoning_content"].strip() == "hmm" and message["content"].strip() == "hello"
+    assert (
+        message["reasoning_content"].strip() == "hmm"
+        and message["content"].strip() == "hello"
+    )
 
 
-def test_parse_completion_drops_malformed_calls_and_mints_ids(model_dir, tokenizer) -> None:
+def test_parse_completion_drops_malformed_calls_and_mints_ids(
+    model_dir, tokenizer
+) -> None:
     renderer, _ = choose_renderer(
-        str(model_dir), tokenizer, "default", tool_call_parser="qwen", reasoning_parser=None
+        str(model_dir),
+        tokenizer,
+        "default",
+        tool_call_parser="qwen",
+        reasoning_parser=None,
     )
     good = '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'
     text = f"Sure.\n{good}\n<tool_call>\n{{bad\n</tool_call>"
     message = parse_completion(
-        renderer, tokenizer.encode(text + "<|im_end|>", add_special_tokens=False), [], None
+        renderer,
+        tokenizer.encode(text + "<|im_end|>", add_special_tokens=False),
+        [],
+        None,
     )
     assert message["content"] == "Sure."
     [call] = message["tool_calls"]
-    assert call["function"] == {"name": "add", "arguments": '{"a": 1}'} and len(call["id"]) == 29
+    assert (
+        call["function"] == {"name": "add", "arguments": '{"a": 1}'}
+        and len(call["id"]) == 29
+    )
 
 
 def test_normalize_messages() -> None:
@@ -112,12 +150,19 @@ def test_normalize_messages() -> None:
         [
             {
                 "role": "developer",
-                "content": [{"type": "text", "text": "be "}, {"type": "text", "text": "brief"}],
+                "content": [
+                    {"type": "text", "text": "be "},
+                    {"type": "text", "text": "brief"},
+                ],
             },
             {
                 "role": "assistant",
                 "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": '{"x": 1}'},
+                    }
                 ],
             },
             {"role": "tool", "tool_call_id": "c1", "content": "2"},
@@ -128,7 +173,9 @@ def test_normalize_messages() -> None:
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}],
+            "tool_calls": [
+                {"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}
+            ],
         },
         {"role": "tool", "content": "2"},
     ]
@@ -137,7 +184,13 @@ def test_normalize_messages() -> None:
 
 
 def test_same_reply_is_loose_about_serialization() -> None:
-    returned = {"content": "a  b", "tool_calls": [{"function": {"name": "f", "arguments": '{"x":1,"y":2}'}}]}
-    echoed = {"content": "a b", "tool_calls": [{"function": {"name": "f", "arguments": {"y": 2, "x": 1}}}]}
+    returned = {
+        "content": "a  b",
+        "tool_calls": [{"function": {"name": "f", "arguments": '{"x":1,"y":2}'}}],
+    }
+    echoed = {
+        "content": "a b",
+        "tool_calls": [{"function": {"name": "f", "arguments": {"y": 2, "x": 1}}}],
+    }
     assert same_reply(echoed, returned)
     assert not same_reply({**echoed, "content": "a c"}, returned)
