@@ -2,7 +2,7 @@
 
 Modes: default (render into runs/<EXP_ID>/ and exec train.sh, which tees its output to
 train.log), ``--render-only`` (render and print how to run it) and ``--dry-run`` (render into
-a temporary directory, print the script path and the slime command line, run nothing).
+nothing, print the slime command line a real run would execute, run nothing).
 Progress goes to stderr as ``bin/train: ...``; stdout carries only paths and commands.
 """
 
@@ -13,16 +13,15 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import NoReturn
 
 from .envfile import read_env_file
-from .errors import ConfigError
+from .errors import ConfigError, raise_all
 from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
 from .rundir import write_run_dir
-from .validate import Config, check_slime_flags, check_variant, missing_paths, parse_overrides, resolve
-from .variants import REPLACED, VARIANTS
+from .validate import Config, check_variant, missing_paths, parse_overrides, resolve, slime_flag_problems
+from .variants import REPLACED, VARIANTS, Variant
 
 PROG = "bin/train"
 #: external commands the rendered script needs in a real run
@@ -91,34 +90,29 @@ def _run(argv: list[str]) -> int:
     repo = Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
     runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
     env_file = Path(args.env_file)
-    config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
-    check_slime_flags(passthrough_flags(config, slime_flags), config)
     variant = VARIANTS[args.variant]
-    for warning in check_variant(config, variant):
-        say(f"warning: {warning}")
     real_run = not (args.dry_run or args.render_only)
-    _check_paths(config, real_run)
+    config = _validate(env_file, args.overrides, runs_dir, variant, slime_flags, real_run)
     if real_run:
         _check_tools()
         from ..doctor import gate  # imported here: --dry-run and --render-only never need it
 
         if not args.skip_doctor and not gate(config, repo, env_file, slime_flags, args.variant, PROG):
             return 1
-    if args.dry_run:
-        run_dir = Path(tempfile.mkdtemp(prefix=f"toolkit-{config['EXP_ID']}-"))
-    else:
-        run_dir = runs_dir / str(config["EXP_ID"])
+    run_dir = runs_dir / str(config["EXP_ID"])
     # one line even when an argument holds a newline: it goes into comments of the rendered files
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
     rendered = render(config, paths, args.variant, slime_flags, repo / "templates")
+    if args.dry_run:
+        # nothing is written: the command line is what a real run would execute
+        render_only = shlex.join([PROG, "--render-only", str(env_file)])
+        say(f"dry run: nothing written; to read the whole script: {render_only}")
+        print(_command_line(rendered))
+        return 0
     script = run_dir / variant.script
     log = script.with_suffix(".log")
     write_run_dir(run_dir, rendered.files, also_checked=[log.name])
-    if args.dry_run:
-        print(script)
-        print(_command_line(rendered))
-        return 0
     if args.render_only:
         say(f"rendered {run_dir}; run it with:")
         print(shlex.join(["bash", str(script)]))
@@ -140,15 +134,39 @@ def _restore_caller_pythonpath() -> None:
         os.environ["PYTHONPATH"] = saved.removeprefix("set:")
 
 
-def _check_paths(config: Config, real_run: bool) -> None:
-    problems = missing_paths(config)
-    if problems and real_run:
-        raise ConfigError(
-            problems[0] + (f"; and {len(problems) - 1} more" if len(problems) > 1 else ""),
-            "fix the path in the env file, or use --render-only to render on a machine without them",
-        )
-    for problem in problems:
-        say(f"warning: {problem}")
+def _validate(
+    env_file: Path,
+    overrides: list[str],
+    runs_dir: Path,
+    variant: Variant,
+    slime_flags: list[str],
+    real_run: bool,
+) -> Config:
+    """Every check of the env file, --set and the slime flags in one pass.
+
+    :raises ConfigError: all the problems found, one line each (missing paths are problems
+        in a real run and warnings otherwise).
+    """
+    problems: list[ConfigError] = []
+    config = resolve(
+        read_env_file(env_file, problems), parse_overrides(overrides), env_file, runs_dir, problems
+    )
+    problems += slime_flag_problems(passthrough_flags(config, slime_flags), config)
+    warnings: list[str] = []
+    try:
+        warnings += check_variant(config, variant)
+    except ConfigError as exc:
+        problems.append(exc)
+    for missing in missing_paths(config):
+        if real_run:
+            how = f"{missing.how}: fix the path, or use --render-only to render on a machine without it"
+            problems.append(ConfigError(missing.what, how))
+        else:
+            warnings.append(str(missing))
+    raise_all(problems)
+    for warning in warnings:
+        say(f"warning: {warning}")
+    return config
 
 
 def _check_tools() -> None:

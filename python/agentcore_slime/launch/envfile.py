@@ -17,11 +17,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dotenv import dotenv_values
 from dotenv.parser import parse_stream
 from dotenv.variables import Variable, parse_variables
 
-from .errors import ConfigError
+from .errors import ConfigError, raise_all
 
 logger = logging.getLogger(__name__)
 
@@ -35,47 +34,66 @@ class EnvEntry:
 
     :param value: the value after interpolation (``None`` when the line has no ``=``).
     :param line: 1-based line number in the file, for error messages.
+    :param broken: the line has a problem that was already reported (validation skips it).
     """
 
     value: str | None
     line: int
+    broken: bool = False
 
 
-def read_env_file(path: Path) -> dict[str, EnvEntry]:
-    """Parse ``path`` into ordered entries, refusing malformed lines and repeated keys.
+def read_env_file(path: Path, problems: list[ConfigError] | None = None) -> dict[str, EnvEntry]:
+    """Parse ``path`` into ordered entries, reporting malformed lines and repeated keys.
+
+    A UTF-8 byte-order mark (some Windows editors write one) is ignored.
 
     :param path: the env file.
-    :raises ConfigError: the file cannot be read, a line does not parse, a key repeats, or a
-        ``${VAR}`` reference names no earlier key.
+    :param problems: where to add every problem found; when ``None`` they are raised here.
+    :raises ConfigError: the file cannot be read; or (only when ``problems`` is ``None``) a
+        line does not parse, a key repeats, or a ``${VAR}`` reference names no earlier key.
     """
     try:
-        with path.open(encoding="utf-8", newline="") as handle:
+        # utf-8-sig: a byte-order mark (some Windows editors write one) is not part of the first key
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             text = handle.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read env file {path}: {exc}", "pass a readable UTF-8 dotenv file") from exc
+    found: list[ConfigError] = []
     bindings = list(parse_stream(io.StringIO(text)))
-    for binding in bindings:
-        if binding.error:
-            snippet = (binding.original.string.strip().splitlines() or [""])[0]
-            raise ConfigError(
-                f"{path}:{binding.original.line}: cannot parse {snippet!r}",
-                "write KEY=VALUE, quote values that contain spaces or #",
-            )
-    raw = dotenv_values(stream=io.StringIO(text), interpolate=False)
     entries: dict[str, EnvEntry] = {}
     for binding in bindings:
         line = binding.original.line
+        if binding.error:
+            snippet = (binding.original.string.strip().splitlines() or [""])[0]
+            found.append(
+                ConfigError(
+                    f"{path}:{line}: cannot parse {snippet!r}",
+                    "write KEY=VALUE, quote values that contain spaces or #",
+                )
+            )
+            continue
         if binding.key is None:
             continue  # blank line or comment
         if binding.key in entries:
-            raise ConfigError(
-                f"{path}:{line}: {binding.key} is set twice (first on line {entries[binding.key].line})",
-                "keep one of the two lines",
+            found.append(
+                ConfigError(
+                    f"{path}:{line}: {binding.key} is set twice (first on line {entries[binding.key].line})",
+                    "keep one of the two lines",
+                )
             )
-        value = raw.get(binding.key)
-        if not _SINGLE_QUOTED.match(binding.original.string):
-            value = _interpolate(path, line, binding.key, value, entries)
-        entries[binding.key] = EnvEntry(value, line)
+            continue
+        value = binding.value
+        try:
+            if not _SINGLE_QUOTED.match(binding.original.string):
+                value = _interpolate(path, line, binding.key, value, entries)
+            entries[binding.key] = EnvEntry(value, line)
+        except ConfigError as exc:
+            found.append(exc)
+            entries[binding.key] = EnvEntry(None, line, broken=True)
+    if problems is None:
+        raise_all(found)
+    else:
+        problems.extend(found)
     return entries
 
 

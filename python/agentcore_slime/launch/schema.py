@@ -492,9 +492,16 @@ def _bounds(key: Key) -> str:
     return " " + " and ".join(parts) if parts else ""
 
 
+#: the largest integer any setting accepts: slime and Megatron keep counts in 32-bit tensors
+#: and loops, where a larger value would overflow or never end
+INT_MAX = 2**31 - 1
+
+
 def _to_int(text: str) -> int:
     if not re.fullmatch(r"[+-]?\d+", text):
         raise ValueError("not an integer")
+    if abs(int(text)) > INT_MAX:
+        raise ValueError(f"too large (at most {INT_MAX})")
     return int(text)
 
 

@@ -66,47 +66,69 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
 
 
 def resolve(
-    entries: dict[str, EnvEntry], overrides: dict[str, str], env_file: Path, runs_dir: Path
+    entries: dict[str, EnvEntry],
+    overrides: dict[str, str],
+    env_file: Path,
+    runs_dir: Path,
+    problems: list[ConfigError] | None = None,
 ) -> Config:
     """Validate the env file plus overrides and return the typed configuration.
+
+    Every check runs in one pass: names, values, required keys and the checks that relate
+    keys to each other (each on the values that converted), so one run of bin/train lists
+    every problem of the file, one line each.
 
     :param entries: the parsed env file.
     :param overrides: ``--set`` values, applied on top of the file.
     :param env_file: the file's path, for messages.
     :param runs_dir: the directory holding runs/<EXP_ID>/ (for the SAVE_DIR default).
-    :raises ConfigError: every problem found (a :class:`~.errors.ConfigErrors` when there
-        are several): names, values and required keys in one pass, then the checks that
-        relate keys to each other.
+    :param problems: where to add the problems found; when ``None`` they are raised here.
+    :raises ConfigError: (only when ``problems`` is ``None``) every problem found, a
+        :class:`~.errors.ConfigErrors` when there are several.
+    :returns: the configuration; a value that did not convert is ``None`` (and reported).
     """
-    problems: list[ConfigError] = []
+    found: list[ConfigError] = []
     raw: dict[str, str] = {}
     source: dict[str, str] = {}
+    reported = {name for name, entry in entries.items() if entry.broken}
+    if not entries and not overrides:
+        found.append(
+            ConfigError(f"{env_file} sets no keys", "start from examples/gsm8k.env and fill in your values")
+        )
     for name, entry in entries.items():
         where = f"{env_file}:{entry.line}"
-        if _collect(problems, _check_name, name, where):
-            if entry.value is None:
-                problems.append(ConfigError(f"{where}: {name} has no value", f"write {name}=VALUE"))
-            else:
-                raw[name], source[name] = entry.value, where
+        if entry.broken:
+            continue
+        if not _collect(found, _check_name, name, where):
+            reported.add(suggest_key(name) or name)  # no "X is required" beside "did you mean X?"
+            continue
+        if entry.value is None:
+            found.append(ConfigError(f"{where}: {name} has no value", f"write {name}=VALUE"))
+            reported.add(name)
+        else:
+            raw[name], source[name] = entry.value, where
     for name, value in overrides.items():
-        if _collect(problems, _check_name, name, "--set"):
+        if _collect(found, _check_name, name, "--set"):
             raw[name], source[name] = value, "--set"
+            reported.discard(name)
     values: dict[str, Value] = {}
     for key in KEYS:
         values[key.name] = None
-        _collect(
-            problems, _set_converted, values, key, raw.get(key.name, ""), source.get(key.name, "default")
-        )
+        where = source.get(key.name, "default")
+        if not _collect(found, _set_converted, values, key, raw.get(key.name, ""), where):
+            reported.add(key.name)
     for key in KEYS:
-        if key.required and values[key.name] is None and not raw.get(key.name, "").strip():
-            problems.append(
+        if key.required and values[key.name] is None and key.name not in reported:
+            found.append(
                 ConfigError(f"{key.name} is required", f"add {key.name}=... to {env_file} ({key.help})")
             )
-    raise_all(problems)
     for check in _CONSTRAINTS:
-        _collect(problems, check, values)
-    raise_all(problems)
+        _collect(found, check, values)
     _apply_defaults(values, runs_dir)
+    if problems is None:
+        raise_all(found)
+    else:
+        problems.extend(found)
     return Config(values, source)
 
 
@@ -130,10 +152,48 @@ def _check_name(name: str, where: str) -> None:
             f"{where}: {name} is a secret and must not be in the env file",
             f"remove it and export it in the shell that runs bin/train: export {name}=...",
         )
-    if name not in KEYS_BY_NAME:
-        close = difflib.get_close_matches(name, list(KEYS_BY_NAME), n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else "see docs/launcher.md for the keys"
-        raise ConfigError(f"{where}: unknown key {name}", hint)
+    if name in KEYS_BY_NAME:
+        return
+    invisible = [f"U+{ord(char):04X}" for char in name if not (char.isascii() and char.isprintable())]
+    if invisible:
+        raise ConfigError(
+            f"{where}: unknown key {name!r}: it contains the invisible or non-ASCII character(s) "
+            + ", ".join(invisible),
+            "retype the key name; some editors add such characters",
+        )
+    close = suggest_key(name)
+    hint = f"did you mean {close}?" if close else "see docs/launcher.md for the keys"
+    raise ConfigError(f"{where}: unknown key {name}", hint)
+
+
+def suggest_key(name: str) -> str | None:
+    """The schema key a mistyped ``name`` most likely meant, or ``None``.
+
+    In order: the same name in another case (``num_gpus``); a key that contains the name's
+    words in order (``AGENT_ARN`` -> ``AGENT_RUNTIME_ARN``), the shortest such; a key whose
+    words the name contains in order (``TOTAL_NUM_GPUS`` -> ``NUM_GPUS``), the longest;
+    else the closest spelling (``NUMGPUS`` -> ``NUM_GPUS``).
+
+    :param name: a key that is not in the schema.
+    """
+    upper = name.strip().upper().replace("-", "_")
+    if upper in KEYS_BY_NAME:
+        return upper
+    words = [word for word in upper.split("_") if word]
+    longer = [key for key in KEYS_BY_NAME if _in_order(words, key.split("_"))]
+    if words and longer:
+        return min(longer, key=lambda key: key.count("_"))  # ties: the first in the schema
+    shorter = [key for key in KEYS_BY_NAME if _in_order(key.split("_"), words)]
+    if shorter:
+        return max(shorter, key=lambda key: key.count("_"))
+    close = difflib.get_close_matches(upper, list(KEYS_BY_NAME), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _in_order(part: list[str], whole: list[str]) -> bool:
+    """Whether the words of ``part`` appear in ``whole`` in the same order."""
+    rest = iter(whole)
+    return all(word in rest for word in part)
 
 
 def _convert(key: Key, text: str, where: str) -> Value:
@@ -156,20 +216,38 @@ def _apply_defaults(values: dict[str, Value], runs_dir: Path) -> None:
     for key in KEYS:
         if key.default_from and values[key.name] is None:
             values[key.name] = values[key.default_from]
-    if values["SAVE_DIR"] is None:
-        check_exp_id(str(values["EXP_ID"]))
+    if values["SAVE_DIR"] is None and _is_safe_exp_id(values["EXP_ID"]):
         values["SAVE_DIR"] = str(runs_dir / str(values["EXP_ID"]) / "checkpoints")
     for key in KEYS:
         if key.kind is Kind.PATH and values[key.name] is not None:
             values[key.name] = str(Path(str(values[key.name])).expanduser().absolute())
 
 
+def _is_safe_exp_id(exp_id: Value) -> bool:
+    """Whether EXP_ID is set and safe as a path (a bad one was reported by the constraints)."""
+    try:
+        check_exp_id(str(exp_id))
+    except ConfigError:
+        return False
+    return exp_id is not None
+
+
 def _check_model_type(values: dict[str, Value]) -> None:
-    if not _MODEL_TYPE.fullmatch(str(values["MODEL_TYPE"])):
+    if values["MODEL_TYPE"] is not None and not _MODEL_TYPE.fullmatch(str(values["MODEL_TYPE"])):
         raise ConfigError(
             f"MODEL_TYPE={values['MODEL_TYPE']!r} is not a model script name",
             "use the file name without .sh from $SLIME_DIR/scripts/models/, e.g. qwen2.5-3B",
         )
+
+
+#: the values check_variant computes with (each was reported if it did not convert)
+_VARIANT_INPUTS = (
+    "NUM_GPUS",
+    "TP_SIZE",
+    "ROLLOUT_GPUS_PER_ENGINE",
+    "ROLLOUT_BATCH_SIZE",
+    "N_SAMPLES_PER_PROMPT",
+)
 
 
 def check_variant(config: Config, variant: Variant) -> list[str]:
@@ -181,7 +259,9 @@ def check_variant(config: Config, variant: Variant) -> list[str]:
     :raises ConfigError: the configuration cannot work with this variant.
     """
     c = config.values
-    warnings = []
+    warnings: list[str] = []
+    if any(c[name] is None for name in _VARIANT_INPUTS):
+        return warnings  # a value that did not convert, already reported
     if not variant.trains and c["VAL_DATA_PATH"] is None:
         raise ConfigError(
             "--variant eval needs VAL_DATA_PATH", "set VAL_DATA_PATH to the JSONL to evaluate on"
@@ -252,35 +332,48 @@ def _check_global_batch(c: dict[str, Value], actor_gpus: int) -> None:
         )
 
 
+def _unless_unset(check: Callable[[str], None], value: Value) -> None:
+    """Run ``check`` on a value that is set (an unset required one is reported already)."""
+    if value is not None:
+        check(str(value))
+
+
 #: checks that relate keys to each other, run once every value converted
 _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
-    lambda values: check_exp_id(str(values["EXP_ID"])),
-    lambda values: check_bucket(str(values["S3_BUCKET"])),
+    lambda values: _unless_unset(check_exp_id, values["EXP_ID"]),
+    lambda values: _unless_unset(check_bucket, values["S3_BUCKET"]),
     lambda values: check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]),
     _check_model_type,
 )
 
 
-def missing_paths(config: Config) -> list[str]:
-    """The files and directories a real run needs that do not exist, as messages.
+def missing_paths(config: Config) -> list[ConfigError]:
+    """The files and directories a real run needs that do not exist.
 
     :param config: the resolved configuration.
     """
-    slime, model_type = Path(str(config["SLIME_DIR"])), str(config["MODEL_TYPE"])
+    slime = Path(str(config["SLIME_DIR"]))
     needed: list[tuple[str, Path, str]] = [
-        ("MODEL_DIR", Path(str(config["MODEL_DIR"])) / "config.json", "an HF model directory"),
-        ("DATA_PATH", Path(str(config["DATA_PATH"])), "the training JSONL"),
-        ("SLIME_DIR", slime / "train.py", "a slime checkout"),
-        ("MODEL_TYPE", slime / "scripts" / "models" / f"{model_type}.sh", "a slime model script"),
-        ("MEGATRON_DIR", Path(str(config["MEGATRON_DIR"])), "a Megatron-LM checkout"),
+        ("MODEL_DIR", Path("config.json"), "an HF model directory"),
+        ("DATA_PATH", Path(), "the training JSONL"),
+        ("SLIME_DIR", Path("train.py"), "a slime checkout"),
+        ("MODEL_TYPE", Path(), "a slime model script"),
+        ("MEGATRON_DIR", Path(), "a Megatron-LM checkout"),
+        ("VAL_DATA_PATH", Path(), "the validation JSONL"),
+        ("CUDA_HOME", Path(), "a CUDA toolkit directory"),
     ]
-    if config["VAL_DATA_PATH"] is not None:
-        needed.append(("VAL_DATA_PATH", Path(str(config["VAL_DATA_PATH"])), "the validation JSONL"))
-    if config["CUDA_HOME"] is not None:
-        needed.append(("CUDA_HOME", Path(str(config["CUDA_HOME"])), "a CUDA toolkit directory"))
-    return [
-        f"{name}: {path} does not exist (expected {what})" for name, path, what in needed if not path.exists()
-    ]
+    problems = []
+    for name, inside, what in needed:
+        if config[name] is None:
+            continue  # unset, or a bad value reported already
+        if name == "MODEL_TYPE":
+            base = slime / "scripts" / "models" / f"{config[name]}.sh"
+        else:
+            base = Path(str(config[name]))
+        path = base / inside
+        if not path.exists():
+            problems.append(ConfigError(f"{name}: {path} does not exist", f"expected {what}"))
+    return problems
 
 
 #: slime flags that EXTRA_FLAGS and the flags after ``--`` must not carry, and why. Each one
@@ -311,34 +404,100 @@ _FLAGS_OWNED_ELSEWHERE = {
 ADVANTAGE_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo")
 
 
+#: slime flags the toolkit renders from an env key: a second copy in EXTRA_FLAGS or after
+#: ``--`` would silently win (argparse keeps the last), so the env key is the one place to set
+#: it. tests/python/launcher/test_validate.py checks this table against the render.
+FLAGS_OWNED_BY_KEYS = {
+    "--hf-checkpoint": "MODEL_DIR",
+    "--ref-load": "MODEL_DIR",
+    "--save": "SAVE_DIR",
+    "--save-interval": "SAVE_INTERVAL",
+    "--save-hf": "SAVE_HF",
+    "--prompt-data": "DATA_PATH",
+    "--num-rollout": "NUM_ROLLOUT",
+    "--rollout-batch-size": "ROLLOUT_BATCH_SIZE",
+    "--n-samples-per-prompt": "N_SAMPLES_PER_PROMPT",
+    "--rollout-max-response-len": "ROLLOUT_MAX_RESPONSE_LEN",
+    "--rollout-temperature": "ROLLOUT_TEMPERATURE",
+    "--eval-prompt-data": "VAL_DATA_PATH",
+    "--eval-interval": "EVAL_INTERVAL",
+    "--n-samples-per-eval-prompt": "N_SAMPLES_PER_EVAL_PROMPT",
+    "--eval-temperature": "EVAL_TEMPERATURE",
+    "--eval-max-response-len": "EVAL_MAX_RESPONSE_LEN",
+    "--tensor-model-parallel-size": "TP_SIZE",
+    "--max-tokens-per-gpu": "MAX_TOKENS_PER_GPU",
+    "--eps-clip": "EPS_CLIP",
+    "--eps-clip-high": "EPS_CLIP_HIGH",
+    "--lr": "LR",
+    "--weight-decay": "WEIGHT_DECAY",
+    "--adam-beta2": "ADAM_BETA2",
+    "--rollout-num-gpus-per-engine": "ROLLOUT_GPUS_PER_ENGINE",
+    "--sglang-data-parallel-size": "SGLANG_DATA_PARALLEL_SIZE",
+    "--sglang-mem-fraction-static": "SGLANG_MEM_FRACTION_STATIC",
+    "--sglang-context-length": "SGLANG_CONTEXT_LENGTH",
+    "--num-gpus-per-node": "NUM_GPUS",
+    "--actor-num-gpus-per-node": "NUM_GPUS",
+    "--rollout-num-gpus": "ROLLOUT_NUM_GPUS",
+    "--wandb-project": "WANDB_PROJECT",
+    "--wandb-group": "WANDB_GROUP",
+}
+
+
 def check_slime_flags(words: list[str], config: Config | None = None) -> None:
-    """Refuse pass-through slime flags (EXTRA_FLAGS, flags after ``--``) that cannot work.
+    """Raise every problem :func:`slime_flag_problems` finds.
+
+    :param words: the pass-through flags, in order.
+    :param config: the resolved configuration (see :func:`slime_flag_problems`).
+    """
+    raise_all(slime_flag_problems(words, config))
+
+
+def slime_flag_problems(words: list[str], config: Config | None = None) -> list[ConfigError]:
+    """The pass-through slime flags (EXTRA_FLAGS, flags after ``--``) that cannot work.
 
     :param words: the pass-through flags, in order.
     :param config: the resolved configuration (the rollout's episode count; without it the
         ``--global-batch-size`` check is skipped).
-    :raises ConfigError: a flag that carries a secret, a flag the toolkit owns, a
-        ``--rollout-top-p`` other than 1 (the rollout does not replay SGLang's top-p token
-        sets, which slime's loss then needs), ``--log-passrate``, an ``--advantage-estimator``
-        slime does not know, or a ``--global-batch-size`` that does not divide the rollout.
+    :returns: one problem for a flag that carries a secret, and one per flag the toolkit owns,
+        per flag an env key sets (named with that key), per ``--rollout-top-p`` other than 1
+        (the rollout does not replay SGLang's top-p token sets, which slime's loss then
+        needs), ``--log-passrate``, an ``--advantage-estimator`` slime does not know, and a
+        ``--global-batch-size`` that does not divide the rollout.
     """
-    refuse_secret_flags(words)
+    problems: list[ConfigError] = []
+    _collect(problems, refuse_secret_flags, words)
     for position, word in enumerate(words):
-        flag, _, inline = word.partition("=")
-        value = inline if inline else (words[position + 1] if position + 1 < len(words) else "")
-        if flag in _FLAGS_OWNED_ELSEWHERE:
-            raise ConfigError(f"{flag} in EXTRA_FLAGS or after --", _FLAGS_OWNED_ELSEWHERE[flag])
-        if flag == "--log-passrate":
-            raise ConfigError("--log-passrate in EXTRA_FLAGS or after -- is not supported", LOG_PASSRATE_HOW)
-        if flag == "--rollout-top-p":
-            _check_top_p(value)
-        if flag == "--advantage-estimator" and value not in ADVANTAGE_ESTIMATORS:
-            raise ConfigError(
-                f"--advantage-estimator {value} in EXTRA_FLAGS or after --",
-                f"slime knows {', '.join(ADVANTAGE_ESTIMATORS)}",
-            )
-        if flag == "--global-batch-size" and config is not None:
-            check_global_batch_divides(_to_int_or_zero(value), global_batch_size(config.values))
+        _collect(problems, _check_one_flag, words, position, word, config)
+    return problems
+
+
+def _check_one_flag(words: list[str], position: int, word: str, config: Config | None) -> None:
+    flag, _, inline = word.partition("=")
+    value = inline if inline else (words[position + 1] if position + 1 < len(words) else "")
+    if flag in _FLAGS_OWNED_ELSEWHERE:
+        raise ConfigError(f"{flag} in EXTRA_FLAGS or after --", _FLAGS_OWNED_ELSEWHERE[flag])
+    if flag in FLAGS_OWNED_BY_KEYS:
+        key = FLAGS_OWNED_BY_KEYS[flag]
+        raise ConfigError(
+            f"{flag} in EXTRA_FLAGS or after -- duplicates the env key {key}",
+            f"set {key} in the env file (or --set {key}=...) and remove the flag: bin/train "
+            f"renders {flag} from {key}, and a second copy would silently win",
+        )
+    if flag == "--log-passrate":
+        raise ConfigError("--log-passrate in EXTRA_FLAGS or after -- is not supported", LOG_PASSRATE_HOW)
+    if flag == "--rollout-top-p":
+        _check_top_p(value)
+    if flag == "--advantage-estimator" and value not in ADVANTAGE_ESTIMATORS:
+        raise ConfigError(
+            f"--advantage-estimator {value} in EXTRA_FLAGS or after --",
+            f"slime knows {', '.join(ADVANTAGE_ESTIMATORS)}",
+        )
+    if flag == "--global-batch-size" and config is not None and None not in _batch_inputs(config):
+        check_global_batch_divides(_to_int_or_zero(value), global_batch_size(config.values))
+
+
+def _batch_inputs(config: Config) -> tuple[Value, Value]:
+    return config["ROLLOUT_BATCH_SIZE"], config["N_SAMPLES_PER_PROMPT"]
 
 
 def _to_int_or_zero(text: str) -> int:

@@ -40,18 +40,26 @@ def test_render_only_writes_the_run_dir_and_prints_how_to_run(env_file: Path, tm
     assert (run_dir / "train.sh").stat().st_mode & 0o111
 
 
-def test_dry_run_prints_script_and_command(env_file: Path, tmp_path: Path, capsys) -> None:
+def test_dry_run_prints_the_command_and_writes_nothing(
+    env_file: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     assert cli.main(["--dry-run", "--set", "NUM_ROLLOUT=5", str(env_file), "--", "--my flag"]) == 0
-    script, command = capsys.readouterr().out.splitlines()
-    assert Path(script).is_file() and not Path(script).is_relative_to(tmp_path / "runs")
+    out, err = capsys.readouterr()
+    (command,) = out.splitlines()
     assert command.startswith("python3 /root/slime/train.py ${MODEL_ARGS[@]} --hf-checkpoint /m ")
     assert " --num-rollout 5 " in command
+    # the command a real run executes: its toolkit.yaml is the run directory's
+    assert f" --custom-config-path {tmp_path}/runs/cli-exp/toolkit.yaml " in command
     assert command.endswith("${WANDB_ARGS[@]} ${RESUME_ARGS[@]} ${TRAIN_ENV_ARGS[@]} '--my flag'")
+    assert f"bin/train --render-only {env_file}" in err
     assert not (tmp_path / "runs").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_bad_input_exits_2_with_one_line_on_stderr(env_file: Path, capsys) -> None:
-    assert cli.main(["--set", "TP_SIZE=3", str(env_file)]) == 2
+    assert cli.main(["--render-only", "--set", "TP_SIZE=3", str(env_file)]) == 2
     out, err = capsys.readouterr()
     assert out == ""
     assert err == (
@@ -62,7 +70,19 @@ def test_bad_input_exits_2_with_one_line_on_stderr(env_file: Path, capsys) -> No
 
 def test_real_run_with_missing_paths_is_an_error(env_file: Path, capsys) -> None:
     assert cli.main([str(env_file)]) == 2
-    assert "MODEL_DIR: /m/config.json does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # every missing path, one line each (no "and N more")
+    assert err.splitlines()[0] == (
+        "bin/train: MODEL_DIR: /m/config.json does not exist (expected an HF model directory: "
+        "fix the path, or use --render-only to render on a machine without it)"
+    )
+    assert [line.split(":")[1].strip() for line in err.splitlines()] == [
+        "MODEL_DIR",
+        "DATA_PATH",
+        "SLIME_DIR",
+        "MODEL_TYPE",
+        "MEGATRON_DIR",
+    ]
 
 
 def test_real_run_execs_bash_on_the_script(env_file: Path, tmp_path: Path, monkeypatch, capsys) -> None:
@@ -114,7 +134,7 @@ def test_one_optimizer_step_per_rollout_and_it_must_split_over_dp(env_file: Path
     without it Megatron's micro_batch_size * dp would give 256 / 4 = 64 optimizer steps per rollout.
     Megatron asserts it divides by micro_batch_size * dp (num_microbatches_calculator.py:340)."""
     assert cli.main(["--dry-run", str(env_file)]) == 0
-    command = capsys.readouterr().out.splitlines()[1]
+    (command,) = capsys.readouterr().out.splitlines()
     assert " --n-samples-per-prompt 8 --global-batch-size 256 " in command
     sets = ["--set", "ROLLOUT_BATCH_SIZE=3", "--set", "N_SAMPLES_PER_PROMPT=1"]
     assert cli.main(["--dry-run", *sets, str(env_file)]) == 2

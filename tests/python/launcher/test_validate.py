@@ -139,7 +139,7 @@ def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch) -> None:
 
 def test_missing_paths_lists_what_a_real_run_needs(tmp_path: Path) -> None:
     config = _resolve(tmp_path, f"SLIME_DIR={tmp_path}/slime\nVAL_DATA_PATH=/nope.jsonl\n")
-    problems = missing_paths(config)
+    problems = [str(problem) for problem in missing_paths(config)]
     assert [p.split(":")[0] for p in problems] == [
         "MODEL_DIR",
         "DATA_PATH",
@@ -214,8 +214,10 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
         f"LR='fast' ({path}:3): not a number",
         "MODEL_DIR is required",
         "MODEL_TYPE is required",
+        "S3_BUCKET='ab' is not a valid S3 bucket name",
+        "set exactly one of AGENT_RUNTIME_ARN and AGENT_URL",
     ]
-    assert len(lines) == 5 and all(line.endswith(")") for line in lines)
+    assert len(lines) == 7 and all(line.endswith(")") for line in lines)
     assert info.value.how == "did you mean NUM_GPUS?"
 
 
@@ -228,3 +230,167 @@ def test_relations_between_keys_are_checked_together_after_the_values(tmp_path: 
     assert whats[0].startswith("EXP_ID='a b' is not safe")
     assert whats[1].startswith("S3_BUCKET='ab' is not a valid S3 bucket name")
     assert whats[2].startswith("set exactly one of AGENT_RUNTIME_ARN and AGENT_URL (both are set)")
+
+
+def test_one_pass_reports_file_syntax_values_and_relations_together(tmp_path: Path) -> None:
+    """Parse errors, repeated keys, bad references, bad values and relations between keys of
+    one file all come out of one run, one line each (the issue's five-mistake file gave three)."""
+
+    text = (
+        "EXP_ID=a b\nS3_BUCKET=AB\nMODEL_DIR=/m\nDATA_PATH=/d\nMODEL_TYPE=q\nAGENT_URL=http://x:1\n"
+        'NUM_GPUS=x\nLR=-1\nNUM_GPUS=4\nWANDB_GROUP=${NOPE}\nMODEL_ID="open\n'
+    )
+    path = _write(tmp_path, text)
+    problems: list[ConfigError] = []
+    resolve(read_env_file(path, problems), {}, path, tmp_path / "runs", problems)
+    assert [p.what.split(" ")[0] for p in problems] == [
+        f"{path}:9:",  # NUM_GPUS set twice
+        f"{path}:10:",  # ${NOPE}
+        f"{path}:11:",  # unterminated quote
+        "NUM_GPUS='x'",
+        "LR=-1",
+        "EXP_ID='a",
+        "S3_BUCKET='AB'",
+    ]
+    assert "WANDB_GROUP" not in " ".join(p.what for p in problems[3:])  # its line is reported once
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [
+        ("AGENT_ARN", "AGENT_RUNTIME_ARN"),
+        ("num_gpus", "NUM_GPUS"),
+        ("Num_Gpus", "NUM_GPUS"),
+        ("NUMGPUS", "NUM_GPUS"),
+        ("NUM_GPU", "NUM_GPUS"),
+        ("TOTAL_NUM_GPUS", "NUM_GPUS"),
+        ("agent_url", "AGENT_URL"),
+        ("TEMPERATURE", "ROLLOUT_TEMPERATURE"),
+    ],
+)
+def test_unknown_keys_get_case_and_word_aware_suggestions(tmp_path: Path, name: str, suggestion: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        _resolve(tmp_path, f"{name}=1\n")
+    assert info.value.what.endswith(f"unknown key {name}")
+    assert info.value.how == f"did you mean {suggestion}?"
+
+
+def test_a_suggested_required_key_is_not_also_reported_missing(tmp_path: Path) -> None:
+    path = _write(tmp_path, BASE.replace("MODEL_TYPE=", "model_type="))
+    with pytest.raises(ConfigError) as info:
+        resolve(read_env_file(path), {}, path, tmp_path / "runs")
+    assert str(info.value) == f"{path}:6: unknown key model_type (did you mean MODEL_TYPE?)"
+
+
+def test_a_byte_order_mark_is_tolerated(tmp_path: Path) -> None:
+    """Windows editors save UTF-8 with a BOM; it is not part of the first key's name."""
+    path = tmp_path / "x.env"
+    path.write_bytes(b"\xef\xbb\xbf" + BASE.encode())
+    config = resolve(read_env_file(path), {}, path, tmp_path / "runs")
+    assert config["EXP_ID"] == "exp-1"
+
+
+def test_invisible_characters_in_a_key_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        _resolve(tmp_path, "NUM\u200bGPUS=4\n")
+    assert "contains the invisible or non-ASCII character(s) U+200B" in info.value.what
+    assert "did you mean" not in str(info.value)
+
+
+def test_an_empty_file_says_an_agent_key_is_needed(tmp_path: Path) -> None:
+    from agentcore_slime.launch.errors import ConfigErrors
+
+    path = _write(tmp_path, "# nothing yet\n")
+    with pytest.raises(ConfigErrors) as info:
+        resolve(read_env_file(path), {}, path, tmp_path / "runs")
+    whats = [e.what for e in info.value.errors]
+    assert whats[0] == f"{path} sets no keys"
+    assert "set exactly one of AGENT_RUNTIME_ARN and AGENT_URL" in whats
+    assert [w for w in whats if w.endswith("is required")] == [
+        f"{key.name} is required" for key in KEYS if key.required
+    ]
+
+
+@pytest.mark.parametrize("text", ["1e23", "100000000000000000000000", "2147483648"])
+def test_integers_must_be_plain_and_fit_32_bits(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ConfigError, match=r"NUM_ROLLOUT.*(not an integer|too large)"):
+        _resolve(tmp_path, overrides={"NUM_ROLLOUT": text})
+    assert _resolve(tmp_path, overrides={"NUM_ROLLOUT": "2147483647"})["NUM_ROLLOUT"] == 2**31 - 1
+
+
+def _flag_values(config, variant: str) -> dict[str, list[str]]:
+    from agentcore_slime.launch.render import flag_groups
+    from agentcore_slime.launch.variants import VARIANTS
+
+    lines = [line for _, group in flag_groups(config, Path("/run"), VARIANTS[variant]) for line in group]
+    return {line[0]: line[1:] for line in lines}
+
+
+def _changed(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value * 2 if value else value + 1
+    return f"{value}x"
+
+
+#: flags that follow a key without being that key's alone (computed from several keys)
+_COMPUTED_FLAGS = {
+    ("--global-batch-size", "ROLLOUT_BATCH_SIZE"),
+    ("--global-batch-size", "N_SAMPLES_PER_PROMPT"),
+    ("--actor-num-gpus-per-node", "ROLLOUT_NUM_GPUS"),  # async: NUM_GPUS - ROLLOUT_NUM_GPUS
+    ("--save-hf", "SAVE_DIR"),  # SAVE_DIR/hf/{rollout_id}
+}
+
+
+@pytest.mark.parametrize("variant", ["sync", "async"])
+def test_flags_owned_by_keys_match_what_the_render_derives_from_each_key(
+    tmp_path: Path, variant: str
+) -> None:
+    """Change each key alone and see which rendered flags change: each must be in
+    FLAGS_OWNED_BY_KEYS under that key (so EXTRA_FLAGS cannot silently override it), and each
+    table entry must really follow its key (wandb's two are rendered by the script at run time)."""
+    from agentcore_slime.launch.validate import _FLAGS_OWNED_ELSEWHERE, FLAGS_OWNED_BY_KEYS
+
+    every_optional = (
+        "VAL_DATA_PATH=/v.jsonl\nSGLANG_CONTEXT_LENGTH=4096\nSGLANG_REASONING_PARSER=qwen3\n"
+        "ROLLOUT_NUM_GPUS=4\nSAVE_HF=true\n"
+    )
+    config = _resolve(tmp_path, every_optional)
+    base = _flag_values(config, variant)
+    followed: set[tuple[str, str]] = set()
+    for key in KEYS:
+        if key.kind is Kind.WORDS:
+            continue
+        original = config.values[key.name]
+        config.values[key.name] = _changed(original)
+        changed = _flag_values(config, variant)
+        config.values[key.name] = original
+        for flag in set(base) | set(changed):
+            if base.get(flag) != changed.get(flag):
+                followed.add((flag, key.name))
+    unowned = {
+        (flag, key)
+        for flag, key in followed - _COMPUTED_FLAGS
+        if FLAGS_OWNED_BY_KEYS.get(flag) != key and flag not in _FLAGS_OWNED_ELSEWHERE
+    }
+    assert unowned == set()
+    at_run_time = {"--wandb-project", "--wandb-group"}
+    rendered_here = {flag for flag, _ in followed}
+    if variant == "async":
+        assert {(f, k) for f, k in FLAGS_OWNED_BY_KEYS.items() if f not in at_run_time} <= followed
+    else:  # the colocated render has no --rollout-num-gpus
+        assert set(FLAGS_OWNED_BY_KEYS) - at_run_time - {"--rollout-num-gpus"} <= rendered_here
+    job = (Path(__file__).resolve().parents[3] / "templates" / "_job.sh.j2").read_text()
+    assert '--wandb-project "$WANDB_PROJECT"' in job and '--wandb-group "$WANDB_GROUP"' in job
+
+
+def test_extra_flags_that_an_env_key_owns_are_named_with_the_key(tmp_path: Path) -> None:
+    from agentcore_slime.launch.validate import slime_flag_problems
+
+    problems = slime_flag_problems(["--num-rollout", "50", "--lr=1e-5", "--kl-loss-coef", "0.01"])
+    assert [p.what for p in problems] == [
+        "--num-rollout in EXTRA_FLAGS or after -- duplicates the env key NUM_ROLLOUT",
+        "--lr in EXTRA_FLAGS or after -- duplicates the env key LR",
+    ]
+    assert problems[0].how.startswith("set NUM_ROLLOUT in the env file (or --set NUM_ROLLOUT=...)")
