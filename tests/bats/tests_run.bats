@@ -1,0 +1,31 @@
+#!/usr/bin/env bats
+# tests/run itself: it checks its python before anything else.
+
+load ../test_helper
+
+_setup() {
+  RUNNER="$REPO_ROOT/tests/run"
+}
+
+@test "tests/run with python3 3.10 says it needs >= 3.11, before creating or installing anything" {
+  stub python3 'case "$*" in *print*) echo 3.10 ;; *exit*) exit 1 ;; esac'
+  TOOLKIT_TEST_VENV=$WORK/venv run -127 --separate-stderr "$RUNNER" lint
+  [[ $stderr == "tests/run: python3 is Python 3.10; the tests need >= 3.11"* ]] || flunk "$stderr"
+  [[ ! -e $WORK/venv ]]
+  [[ $(calls python3 | grep -c -- '-m') == 0 ]] || flunk "$(calls)"
+}
+
+@test "tests/run with a python3 that does not run says which python it needs" {
+  stub python3 'exit 127'
+  TOOLKIT_TEST_VENV=$WORK/venv run -127 --separate-stderr "$RUNNER" lint
+  [[ $stderr == "tests/run: python3 not found (install python3 >= 3.11"* ]] || flunk "$stderr"
+  [[ ! -e $WORK/venv ]]
+}
+
+@test "tests/run checks an existing TOOLKIT_TEST_VENV's python too" {
+  mkdir -p "$WORK/venv/bin"
+  printf '#!/usr/bin/env bash\ncase "$*" in *print*) echo 3.9 ;; *exit*) exit 1 ;; esac\n' >"$WORK/venv/bin/python"
+  chmod +x "$WORK/venv/bin/python"
+  TOOLKIT_TEST_VENV=$WORK/venv run -127 --separate-stderr "$RUNNER" --no-install lint
+  [[ $stderr == "tests/run: $WORK/venv/bin/python is Python 3.9; the tests need >= 3.11"* ]] || flunk "$stderr"
+}
