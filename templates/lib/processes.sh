@@ -35,9 +35,19 @@ stop_sglang_processes() { # <uid>
 wait_for_ray_exit() { # <uid>
   local uid=$1 attempt left
   for ((attempt = 1; attempt <= ${TOOLKIT_STALE_CHECKS:-10}; attempt++)); do
-    left=$(pgrep -u "$uid" -x 'raylet|gcs_server' | tr '\n' ' ') || true
+    left=$(ray_daemon_pids "$uid" | tr '\n' ' ')
     [[ -z $left ]] && return 0
     sleep 1
   done
   die "Ray processes of this user survived 'ray stop --force' (PIDs: ${left% }); stop them with 'kill PID' and rerun"
+}
+
+# ray_daemon_pids UID: the PIDs of UID's raylet and gcs_server processes. One exact-name
+# pgrep per name: a process name has at most 15 characters, and procps-ng 4 warns about any
+# longer pattern (such as 'raylet|gcs_server') on every run.
+ray_daemon_pids() { # <uid>
+  local name
+  for name in raylet gcs_server; do
+    pgrep -u "$1" -x "$name" || true
+  done
 }

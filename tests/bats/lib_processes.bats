@@ -22,7 +22,8 @@ _setup() {
   assert_calls <<CALLS
 pkill -TERM -u $uid -f \^sglang::\|sglang\\\\.launch_server\|sglang_router\\\\.launch
 ray stop --force
-pgrep -u $uid -x raylet\|gcs_server
+pgrep -u $uid -x raylet
+pgrep -u $uid -x gcs_server
 CALLS
 }
 
@@ -62,9 +63,9 @@ CALLS
   stub pkill
   stub ray
   # shellcheck disable=SC2016 # the stub's body expands when it runs
-  stub pgrep '[[ $3 == -f ]] && exit 1; printf "4242\n4343\n"'
+  stub pgrep '[[ $3 == -f ]] && exit 1; [[ $4 == raylet ]] && printf "4242\n4343\n"; [[ $4 == gcs_server ]] && echo 4444'
   TOOLKIT_STALE_CHECKS=3 run -1 stop_stale_processes
-  assert_output_contains "Ray processes of this user survived 'ray stop --force' (PIDs: 4242 4343)"
+  assert_output_contains "Ray processes of this user survived 'ray stop --force' (PIDs: 4242 4343 4444)"
   run calls sleep
   ((${#lines[@]} == 3)) || flunk "sleeps: $output"
 }
@@ -73,7 +74,7 @@ CALLS
   stub pkill
   stub ray
   # shellcheck disable=SC2016 # the stub's body expands when it runs
-  stub pgrep '[[ $3 == -f ]] && exit 1; n=$(grep -c "^pgrep .* -x " "$CALL_LOG"); ((n >= 3)) && exit 1; echo 4242'
+  stub pgrep '[[ $3 == -f ]] && exit 1; n=$(grep -c "^pgrep .* -x raylet" "$CALL_LOG"); ((n >= 3)) && exit 1; echo 4242'
   run -0 stop_stale_processes
   run grep -c "^pgrep .* -x raylet" "$CALL_LOG"
   assert_output 3
@@ -87,4 +88,20 @@ CALLS
   run calls pkill
   [[ $output == "pkill -TERM -u $(id -u) "* ]] || flunk "$output"
   refute_output_contains python
+}
+
+@test "ray_daemon_pids finds raylet and gcs_server by exact name with the real pgrep, and it warns about nothing" {
+  local name pids=()
+  for name in raylet gcs_server raylet-other; do
+    cp "$(PATH=/usr/bin:/bin command -v sleep)" "$BATS_TEST_TMPDIR/$name"
+    "$BATS_TEST_TMPDIR/$name" 30 &
+    pids+=("$!")
+  done
+  run --separate-stderr ray_daemon_pids "$(id -u)"
+  kill "${pids[@]}"
+  [[ -z $stderr ]] || flunk "pgrep said: $stderr"
+  # other sessions on this machine may run Ray too: look for ours only
+  assert_line "${pids[0]}"
+  assert_line "${pids[1]}"
+  refute_line "${pids[2]}"
 }

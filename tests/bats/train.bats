@@ -34,12 +34,13 @@ _setup() {
   run calls
   [[ ${lines[0]} == "pkill -TERM -u $uid -f "* ]] || flunk "first call: ${lines[0]}"
   [[ ${lines[1]} == "ray stop --force" ]] || flunk "second call: ${lines[1]}"
-  [[ ${lines[2]} == "pgrep -u $uid -x raylet\|gcs_server" ]] || flunk "third call: ${lines[2]}"
-  [[ ${lines[3]} == "ray start --head --num-gpus 8 --disable-usage-stats" ]] || flunk "fourth: ${lines[3]}"
-  [[ ${lines[4]} == "ray job submit --address=http://127.0.0.1:8265 --submission-id=bats-exp-"* ]] ||
-    flunk "fifth: ${lines[4]}"
-  [[ ${lines[5]} == "ray stop --force" ]] || flunk "sixth: ${lines[5]}"
-  ((${#lines[@]} == 6)) || flunk "calls: $output"
+  [[ ${lines[2]} == "pgrep -u $uid -x raylet" ]] || flunk "third call: ${lines[2]}"
+  [[ ${lines[3]} == "pgrep -u $uid -x gcs_server" ]] || flunk "fourth call: ${lines[3]}"
+  [[ ${lines[4]} == "ray start --head --num-gpus 8 --disable-usage-stats" ]] || flunk "fifth: ${lines[4]}"
+  [[ ${lines[5]} == "ray job submit --address=http://127.0.0.1:8265 --submission-id=bats-exp-"* ]] ||
+    flunk "sixth: ${lines[5]}"
+  [[ ${lines[6]} == "ray stop --force" ]] || flunk "seventh: ${lines[6]}"
+  ((${#lines[@]} == 7)) || flunk "calls: $output"
   grep -q "submitting Ray job bats-exp-" "$RUN_DIR/train.log"
   grep -q "stopped Ray (exit status 0)" "$RUN_DIR/train.log"
 }
