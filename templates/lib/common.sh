@@ -36,13 +36,17 @@ refuse_link() { # <path>
   die "$1 is a symbolic link (to $(readlink -- "$1")); the toolkit never writes through a link it did not create (remove the link or move it out of the run directory; the file it points to is untouched)" 2
 }
 
-# start_logging LOG: copy everything the script prints (stdout and stderr) to LOG.
-# tee ignores SIGINT so the cleanup trap's messages still reach the log on Ctrl-C.
+# start_logging LOG: copy everything the script prints (stdout and stderr) to LOG, after a
+# line that marks this attempt (LOG keeps every earlier one). tee ignores INT and TERM: Ctrl-C
+# and a TERM to the whole process group (Slurm, systemd) reach it too, and it must outlive
+# the cleanup trap to log its messages; it exits when the script closes the pipe.
 start_logging() { # <log-file>
   local log=$1
   mkdir -p "$(dirname "$log")"
   refuse_link "$log"
-  exec > >(tee -i -a "$log") 2>&1
+  printf '===== %s: attempt started %s (pid %s) =====\n' \
+    "$TOOLKIT_PROG" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$$" >>"$log"
+  exec > >(trap '' INT TERM && exec tee -a "$log") 2>&1
   TOOLKIT_TEE_PID=$!
 }
 
