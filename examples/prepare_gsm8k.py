@@ -13,7 +13,7 @@
 
 Each output row is ``{"prompt": question, "metadata": {"prompt": question, "answer": final}}``:
 slime reads ``prompt`` (``--input-key prompt``) for length filtering and hands ``metadata`` to the
-rollout, which sends it verbatim to the agent (agentcore-contract.md section 6). ``final`` is the
+rollout, which sends it verbatim to the agent as its payload (plus the ``_rollout`` settings). ``final`` is the
 number after the ``#### `` marker that ends every GSM8K answer, with thousands separators removed.
 
 Input is read from local ``.jsonl``/``.parquet`` files, or from the Hugging Face hub through the

@@ -29,3 +29,26 @@ def test_readme_benchmarks_exist() -> None:
     for name in ("bench_merge.py", "bench_result_detection.py", "bench_gateway.py"):
         assert f"benchmarks/{name}" in readme
         assert (ROOT / "benchmarks" / name).is_file()
+
+
+def test_user_facing_docs_point_only_at_what_users_can_see() -> None:
+    """README, docs/ and examples/ must not cite the issue tracker, the development seeds or
+    section numbers of contract files that ship with neither the repository nor a release."""
+    import re
+
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "examples").rglob("*")),
+    ]
+    hidden = re.compile(
+        r"\bthe issue\b|\bseeds?'|\bthe seeds\b|contract\.md|§\s*\d|\bsection \d", re.IGNORECASE
+    )
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        if path.is_file() and path.suffix in (".md", ".py", ".env", ".txt", "")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if hidden.search(line)
+    ]
+    assert found == []
