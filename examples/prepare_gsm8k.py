@@ -8,13 +8,15 @@
 #   --hub                load the dataset with the `datasets` library instead (needs the internet)
 #   --limit N            keep the first N rows of each split (--validation-limit overrides it)
 #   --skip-invalid       drop rows whose answer cannot be parsed (default: stop with an error)
-#   --force              overwrite existing output files
+#   --force              overwrite existing output files (and remove a validation.jsonl
+#                        from an earlier run when this one writes none)
 """Prepare GSM8K for training: one JSONL row per problem, its metadata is the agent payload.
 
 Each output row is ``{"prompt": question, "metadata": {"prompt": question, "answer": final}}``:
 slime reads ``prompt`` (``--input-key prompt``) for length filtering and hands ``metadata`` to the
-rollout, which sends it verbatim to the agent as its payload (plus the ``_rollout`` settings). ``final`` is the
-number after the ``#### `` marker that ends every GSM8K answer, with thousands separators removed.
+rollout, which sends it verbatim to the agent as its payload (plus the ``_rollout`` settings).
+``final`` is the number after the ``#### `` marker that ends every GSM8K answer, with thousands
+separators removed.
 
 Input is read from local ``.jsonl``/``.parquet`` files, or from the Hugging Face hub through the
 ``datasets`` library (imported only when ``--hub`` is used). Every row is checked before anything is
@@ -103,7 +105,7 @@ def parse_row(row: Any, where: str) -> Problem:
     try:
         final = extract_final_answer(solution)
     except ValueError as err:
-        raise InputError(f"{where}: {err} (fix the row, or pass --skip-invalid to drop such rows)") from err
+        raise InputError(f"{where}: {err}") from err
     return Problem(question=question.strip(), answer=final)
 
 
@@ -176,7 +178,7 @@ def parse_split(rows: Sequence[tuple[str, Any]], limit: int | None, skip_invalid
             problems.append(parse_row(row, where))
         except InputError as err:
             if not skip_invalid:
-                raise
+                raise InputError(f"{err} (fix the row, or pass --skip-invalid to drop such rows)") from err
             skipped += 1
             logger.warning("skipped %s", err)
     if skipped:
@@ -189,6 +191,9 @@ def parse_split(rows: Sequence[tuple[str, Any]], limit: int | None, skip_invalid
 def write_jsonl_atomic(path: Path, problems: Sequence[Problem]) -> None:
     """Write the rows to a temporary file beside ``path`` and rename it into place.
 
+    The file gets the mode a plain ``open()`` would give it (0644 under the usual umask 022),
+    not the 0600 of the temporary file.
+
     :param path: the output file.
     :param problems: the rows to write, in order.
     """
@@ -198,6 +203,7 @@ def write_jsonl_atomic(path: Path, problems: Sequence[Problem]) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             for problem in problems:
                 handle.write(json.dumps(problem.to_row(), ensure_ascii=False) + "\n")
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -221,6 +227,13 @@ def check_out_dir(out_dir: Path, targets: Iterable[Path]) -> None:
     for target in targets:
         if target.is_dir():
             raise InputError(f"{target} is a directory (move it away, or choose another --out-dir)")
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it: put it straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _positive_int(text: str) -> int:
@@ -266,7 +279,9 @@ def run(options: argparse.Namespace) -> dict[str, Path]:
     targets = {split: options.out_dir / _SPLIT_FILES[split] for split in _SPLIT_FILES}
     check_out_dir(options.out_dir, targets.values())
     sources = _load_sources(options)
-    existing = [str(targets[split]) for split in sources if targets[split].exists()]
+    # every split file counts: a validation.jsonl from an earlier run beside a new train.jsonl
+    # would be evaluated on as if it belonged to it
+    existing = [str(path) for path in targets.values() if path.exists()]
     if existing and not options.force:
         raise InputError(f"{', '.join(existing)} already exist(s) (pass --force to overwrite, "
                          "or choose another --out-dir)")
@@ -281,6 +296,11 @@ def run(options: argparse.Namespace) -> dict[str, Path]:
             raise InputError(f"cannot write {targets[split]}: {err.strerror or err} "
                              "(check that --out-dir is a writable directory)") from err
         logger.info("wrote %d rows to %s", len(problems), targets[split])
+    for split, path in targets.items():
+        if split not in parsed and path.exists():
+            path.unlink()
+            hint = f"pass --{split} to write a new one"
+            logger.warning("removed %s: it came from an earlier run (%s)", path, hint)
     return {split: targets[split] for split in parsed}
 
 

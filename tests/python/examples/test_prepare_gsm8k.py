@@ -197,3 +197,40 @@ def test_out_dir_that_cannot_be_written_is_a_clear_error(tmp_path: Path, capsys,
     assert prepare_gsm8k.main(["--train", str(SAMPLE), "--out-dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert f"cannot write {tmp_path / 'out' / 'train.jsonl'}: Permission denied (check that --out-dir" in err
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_outputs_get_the_mode_the_umask_gives(tmp_path: Path, umask: int, mode: int) -> None:
+    """Not the 0600 of the temporary file they are written to (other users of a shared node
+    and containers running as another uid read the data)."""
+    import os
+
+    old = os.umask(umask)
+    try:
+        assert prepare_gsm8k.main(["--train", str(SAMPLE), "--validation", str(SAMPLE),
+                                   "--out-dir", str(tmp_path / "out")]) == 0
+    finally:
+        os.umask(old)
+    for name in ("train.jsonl", "validation.jsonl"):
+        assert (tmp_path / "out" / name).stat().st_mode & 0o777 == mode
+
+
+def test_force_without_validation_removes_the_stale_validation_file(tmp_path: Path, capsys, caplog) -> None:
+    out = tmp_path / "out"
+    args = ["--train", str(SAMPLE), "--out-dir", str(out)]
+    assert prepare_gsm8k.main([*args, "--validation", str(SAMPLE)]) == 0
+    # without --force, an earlier validation.jsonl alone is reason enough to stop
+    (out / "train.jsonl").unlink()
+    assert prepare_gsm8k.main(args) == 2
+    assert f"{out / 'validation.jsonl'} already exist(s)" in capsys.readouterr().err
+    assert prepare_gsm8k.main([*args, "--force"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["train.jsonl"]
+    assert f"removed {out / 'validation.jsonl'}: it came from an earlier run" in caplog.text
+
+
+def test_skip_invalid_warnings_do_not_suggest_skip_invalid(tmp_path: Path, caplog) -> None:
+    bad = _write_jsonl(tmp_path / "bad.jsonl", [{"question": "q1", "answer": "x"},
+                                                {"question": "q2", "answer": "#### 2"}])
+    assert prepare_gsm8k.main(["--train", str(bad), "--skip-invalid", "--out-dir", str(tmp_path)]) == 0
+    assert f"skipped {bad}:1: answer has no '#### <number>' final line" in caplog.messages
+    assert "--skip-invalid" not in caplog.text
