@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 # Summary: the example GSM8K math agent for Amazon Bedrock AgentCore Runtime (ACR)
-# Usage: agent.py [--host HOST] [--port PORT]
+# Usage: agent.py [--host HOST] [--port PORT] [--s3-bucket BUCKET]
 #
-#   --host HOST   address to listen on (default: 0.0.0.0 in a container, else 127.0.0.1)
-#   --port PORT   port to listen on (default: 8080, the port ACR calls)
+#   --host HOST         address to listen on (default: 0.0.0.0 in a container, else 127.0.0.1)
+#   --port PORT         port to listen on (default: 8080, the port ACR calls)
+#   --s3-bucket BUCKET  check at start-up that this bucket (the env file's S3_BUCKET) is
+#                       reachable with the agent's credentials (default: $AGENT_S3_BUCKET;
+#                       unset = only check that AWS credentials exist)
 """The example math agent: a Strands agent with a calculator, scored by exact match.
 
 Built on agentcore-rl-toolkit's ``AgentCoreRLApp``: the trainer invokes it with the dataset row's
@@ -13,22 +16,39 @@ background the agent solves the problem by talking to the policy model at ``_rol
 (the training gateway, OpenAI-compatible) and the returned ``{"rewards": ...}`` is written to
 ``s3://{s3_bucket}/{exp_id}/{input_id}/{session_id}.json`` by the app.
 
+Every model call is bounded: the OpenAI client gets a timeout and a retry count that fit in
+the time the trainer waits for a result (``_rollout.episode_timeout``, the env file's
+ACR_TIMEOUT), and the whole episode stops at 90% of it with an error result that names the
+URL of the model, so a gateway that never answers costs one episode, not half an hour.
+
 Run it locally for debugging (then set ``AGENT_URL=http://127.0.0.1:8080`` in the env file)::
 
-    python examples/math_agent/agent.py --port 8080
+    python examples/math_agent/agent.py --port 8080 --s3-bucket my-bucket
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import grading
 from calculator import calculator
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +65,13 @@ OPENAI_CHAT_PARAMS = frozenset({
 })
 
 
+#: the trainer's default ACR_TIMEOUT, for a caller that does not send _rollout.episode_timeout
+DEFAULT_EPISODE_TIMEOUT = 900.0
+#: the episode stops at this fraction of episode_timeout, so its error result reaches S3 before
+#: the trainer gives up on it
+EPISODE_DEADLINE_FRACTION = 0.9
+
+
 class RolloutSettings(BaseModel):
     """The ``_rollout`` keys the agent itself reads (the app reads exp_id/input_id/s3_bucket).
 
@@ -52,6 +79,10 @@ class RolloutSettings(BaseModel):
     :param model_id: the ``model`` name to send.
     :param sampling_params: OpenAI request parameters merged into every chat request.
     :param api_key: optional; the gateway ignores it.
+    :param episode_timeout: seconds the trainer waits for this episode's result (ACR_TIMEOUT).
+    :param request_timeout: seconds one model call may take (default: what fits
+        ``max_retries + 1`` attempts into the episode's deadline).
+    :param max_retries: retries of a model call that failed to connect or timed out.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -60,6 +91,19 @@ class RolloutSettings(BaseModel):
     model_id: StrictStr = Field(min_length=1)
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     api_key: StrictStr | None = None
+    episode_timeout: PositiveFloat = DEFAULT_EPISODE_TIMEOUT
+    request_timeout: PositiveFloat | None = None
+    max_retries: NonNegativeInt = 2
+
+    @property
+    def deadline(self) -> float:
+        """Seconds the whole episode may take before the agent gives up on it."""
+        return self.episode_timeout * EPISODE_DEADLINE_FRACTION
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds one model call may take: every attempt of one call fits in the deadline."""
+        return self.request_timeout or self.deadline / (self.max_retries + 1)
 
 
 class MathRequest(BaseModel):
@@ -129,8 +173,15 @@ def build_agent(settings: RolloutSettings) -> Any:
     from strands.agent.conversation_manager import NullConversationManager
     from strands.models.openai import OpenAIModel
 
+    # the OpenAI SDK's defaults (600 s, 2 retries) would outlast the trainer's timeout
+    client_args = {
+        "base_url": settings.base_url,
+        "api_key": settings.api_key or "EMPTY",
+        "timeout": settings.call_timeout,
+        "max_retries": settings.max_retries,
+    }
     model = OpenAIModel(
-        client_args={"base_url": settings.base_url, "api_key": settings.api_key or "EMPTY"},
+        client_args=client_args,
         model_id=settings.model_id,
         params=model_params(settings.sampling_params),
     )
@@ -141,6 +192,54 @@ def build_agent(settings: RolloutSettings) -> Any:
         callback_handler=None,
         conversation_manager=NullConversationManager(),
     )
+
+
+class ModelCallError(RuntimeError):
+    """The policy model could not be reached or did not answer in time; names its URL."""
+
+
+def _connection_error(err: BaseException) -> BaseException | None:
+    """The OpenAI connection or timeout error behind ``err`` (Strands may wrap it), if any."""
+    import openai
+
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, openai.APIConnectionError):  # APITimeoutError is one too
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def check_s3_access(bucket: str | None) -> str | None:
+    """Check at start-up that results can be written: credentials exist, the bucket answers.
+
+    Without this a missing credential shows only when the first episode's result is written,
+    as a traceback in the log and no result for the trainer.
+
+    :param bucket: the results bucket, or ``None`` to check only the credentials.
+    :returns: ``None`` when fine, else one line saying what is wrong and how to fix it.
+    """
+    import boto3
+    import botocore.exceptions
+
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        return ("no AWS credentials found: the agent writes each result to S3 (on ACR give the "
+                "runtime's execution role S3 access; locally export AWS_PROFILE or AWS_ACCESS_KEY_ID "
+                "and AWS_SECRET_ACCESS_KEY)")
+    if bucket is None:
+        return None
+    try:
+        session.client("s3").head_bucket(Bucket=bucket)
+    except botocore.exceptions.ClientError as err:
+        code = err.response.get("Error", {}).get("Code", "error")
+        return (f"cannot access s3://{bucket}: {code} (check the bucket name, its region, and that "
+                "these credentials may write to it)")
+    except botocore.exceptions.BotoCoreError as err:
+        return f"cannot reach S3 for s3://{bucket}: {err} (check the network and AWS_ENDPOINT_URL_S3)"
+    return None
 
 
 def count_tool_calls(messages: Sequence[dict[str, Any]]) -> int:
@@ -159,8 +258,24 @@ async def solve(payload: dict[str, Any]) -> dict[str, Any]:
     :returns: ``{"rewards": 1.0 | 0.0, "predicted": ..., "answer": ..., "metrics": {...}}``.
     """
     request = parse_request(payload)
-    agent = build_agent(request.rollout)
-    result = await agent.invoke_async(request.prompt)
+    settings = request.rollout
+    agent = build_agent(settings)
+    try:
+        async with asyncio.timeout(settings.deadline):
+            result = await agent.invoke_async(request.prompt)
+    except TimeoutError as err:
+        raise ModelCallError(
+            f"the episode took longer than {settings.deadline:g}s (90% of _rollout.episode_timeout "
+            f"{settings.episode_timeout:g}s) talking to the policy model at {settings.base_url}"
+        ) from err
+    except Exception as err:
+        unreachable = _connection_error(err)
+        if unreachable is None:
+            raise
+        raise ModelCallError(
+            f"cannot reach the policy model at {settings.base_url}: {unreachable} "
+            f"({settings.max_retries + 1} attempts of at most {settings.call_timeout:g}s each)"
+        ) from err
     final_text = str(result)
     reward = grading.score(final_text, str(request.answer))
     turns = sum(1 for m in agent.messages if m.get("role") == "assistant")
@@ -194,9 +309,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent.py", description="Serve the example math agent.")
     parser.add_argument("--host", default=None, help="listen address (default: auto, like ACR)")
     parser.add_argument("--port", type=int, default=8080, help="listen port (default: %(default)s)")
+    parser.add_argument("--s3-bucket", default=os.environ.get("AGENT_S3_BUCKET") or None,
+                        help="results bucket to check at start-up (default: $AGENT_S3_BUCKET)")
     options = parser.parse_args(argv)
     if not 0 < options.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {options.port}")
+    problem = check_s3_access(options.s3_bucket)
+    if problem is not None:
+        print(f"agent.py: {problem}", file=sys.stderr)
+        return 1
     create_app().run(port=options.port, host=options.host)
     return 0
 

@@ -87,6 +87,7 @@ def build_payload(
     base_url: str,
     model_id: str,
     sampling: dict[str, Any],
+    episode_timeout: float | None = None,
 ) -> dict[str, Any]:
     """The invocation payload: a shallow copy of the row's metadata plus ``_rollout``.
 
@@ -97,6 +98,9 @@ def build_payload(
     :param base_url: the gateway session's OpenAI base URL (ends in ``/v1``).
     :param model_id: the model name the agent sends.
     :param sampling: the trainer's sampling params (see :func:`agent_sampling_params`).
+    :param episode_timeout: seconds the rollout waits for the result (``acr_timeout``), sent as
+        ``_rollout.episode_timeout`` so an agent can bound its model calls below it (agents
+        that do not read it ignore it, as they do any extra ``_rollout`` key).
     """
     payload = dict(metadata)
     payload["_rollout"] = {
@@ -107,6 +111,8 @@ def build_payload(
         "model_id": model_id,
         "sampling_params": agent_sampling_params(sampling),
     }
+    if episode_timeout is not None:
+        payload["_rollout"]["episode_timeout"] = episode_timeout
     return payload
 
 
@@ -499,6 +505,7 @@ class Launcher:
             base_url=request.base_url,
             model_id=self.config.model_id,
             sampling=request.sampling,
+            episode_timeout=self.config.acr_timeout,
         )
         future = self.watcher.watch(key)
         reply = await self.transport.invoke(request.session_id, payload)

@@ -11,6 +11,7 @@ is computed from what really flowed through the tool.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -208,3 +209,90 @@ def test_model_params_forward_non_openai_keys_in_extra_body() -> None:
     params = math_agent.model_params({"temperature": 1.0, "top_p": 0.9, "top_k": 20, "max_tokens": 8})
     assert params == {"temperature": 1.0, "top_p": 0.9, "max_tokens": 8, "extra_body": {"top_k": 20}}
     assert math_agent.model_params({"temperature": 1.0}) == {"temperature": 1.0}
+
+
+class SilentGateway:
+    """A gateway stand-in that accepts connections and never answers (a hung gateway or
+    SGLang behind it): the socket listens, so the kernel completes every handshake, and
+    nothing ever reads or replies."""
+
+    def __enter__(self) -> str:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        # every call times out; 2 attempts of 0.5 s, far inside the 60 s episode
+        ({"request_timeout": 0.5, "max_retries": 1, "episode_timeout": 60},
+         "cannot reach the policy model at {url}/v1: Request timed out. (2 attempts of at most 0.5s each)"),
+        # a call that would wait 60 s is cut off by the episode's own deadline (90% of 2 s)
+        ({"request_timeout": 60, "max_retries": 0, "episode_timeout": 2},
+         "the episode took longer than 1.8s (90% of _rollout.episode_timeout 2s) talking to the "
+         "policy model at {url}/v1"),
+    ],
+)
+def test_a_gateway_that_never_answers_costs_seconds_and_the_result_names_its_url(
+        s3: Bucket, agent_url: str, settings: dict[str, Any], message: str) -> None:
+    """The OpenAI SDK's defaults (600 s timeout, 2 retries) kept such an episode silent for
+    about 30 minutes; bounded by the _rollout settings it ends in seconds with an error result
+    (_wait_for_result gives up after 10 s)."""
+    with SilentGateway() as url:
+        payload = _payload(url, s3.name)
+        payload["_rollout"].update(settings)
+        reply = _invoke(agent_url, payload)
+        result = _wait_for_result(s3, reply["result_key"], timeout=10.0)
+    assert result["status_code"] == 500
+    assert result["stop_reason"] == message.format(url=url)
+
+
+def test_default_model_call_budget_fits_in_the_episode_timeout() -> None:
+    """Without request_timeout, max_retries + 1 attempts fit in the episode's deadline, which
+    is below the trainer's ACR_TIMEOUT (sent as _rollout.episode_timeout, default 900 s)."""
+    rollout = {"base_url": "http://h:1/v1", "model_id": "m"}
+    for extra in ({}, {"episode_timeout": 120}, {"episode_timeout": 120, "max_retries": 5}):
+        settings = math_agent.RolloutSettings.model_validate({**rollout, **extra})
+        attempts = settings.max_retries + 1
+        assert settings.call_timeout * attempts <= settings.deadline < settings.episode_timeout
+    client = math_agent.build_agent(math_agent.RolloutSettings.model_validate(
+        {**rollout, "episode_timeout": 300})).model.client_args
+    assert (client["timeout"], client["max_retries"]) == (90.0, 2)
+
+
+def _no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def test_start_up_without_aws_credentials_is_one_line_and_serves_nothing(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    _no_aws_credentials(monkeypatch, tmp_path)
+    monkeypatch.setattr(math_agent, "create_app", lambda: pytest.fail("the agent must not start"))
+    assert math_agent.main(["--port", "8080"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agent.py: no AWS credentials found: the agent writes each result to S3")
+    assert err.count("\n") == 1
+
+
+def test_start_up_checks_the_results_bucket(s3: Bucket, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Against the local S3 server (moto): a bucket that is not there is one line at start-up."""
+    assert math_agent.check_s3_access(s3.name) is None
+    assert math_agent.check_s3_access(None) is None
+    monkeypatch.setattr(math_agent, "create_app", lambda: pytest.fail("the agent must not start"))
+    monkeypatch.setenv("AGENT_S3_BUCKET", "no-such-bucket-here")
+    assert math_agent.main([]) == 1
+    err = capsys.readouterr().err
+    assert err == ("agent.py: cannot access s3://no-such-bucket-here: 404 (check the bucket name, its "
+                   "region, and that these credentials may write to it)\n")

@@ -106,7 +106,14 @@ def test_extract_reward(result: dict[str, Any], reward: float | None, reason: st
 def test_payload_is_a_copy_of_the_metadata_plus_rollout() -> None:
     metadata = {"prompt": "2+2?", "answer": "4", "_rollout": "user value is replaced"}
     payload = build_payload(
-        metadata, exp_id="e", input_id="i", s3_bucket="b", base_url="u/v1", model_id="m", sampling=SAMPLING
+        metadata,
+        exp_id="e",
+        input_id="i",
+        s3_bucket="b",
+        base_url="u/v1",
+        model_id="m",
+        sampling=SAMPLING,
+        episode_timeout=900.0,
     )
     assert payload["_rollout"] == {
         "exp_id": "e",
@@ -115,6 +122,7 @@ def test_payload_is_a_copy_of_the_metadata_plus_rollout() -> None:
         "base_url": "u/v1",
         "model_id": "m",
         "sampling_params": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 128},
+        "episode_timeout": 900.0,
     }
     assert metadata["_rollout"] == "user value is replaced" and payload["answer"] == "4"
 
