@@ -79,7 +79,7 @@ assert_precious_untouched() {
 
 @test "#12 slime's data-field and token-id flags are not mistaken for secrets" {
   run -0 "$TRAIN" "$WORK/exp.env" -- --input-key question --label-key answer --metadata-key meta \
-    --rollout-stop-token-ids 151643 --max-tokens-per-gpu 4096
+    --rollout-stop-token-ids 151643 --log-probs-max-tokens-per-gpu 4096
   run -0 flag_value --label-key
   assert_output answer
 }
