@@ -4,7 +4,7 @@
 1,000 episodes of one rollout step are in flight; their agents write result objects
 ``{exp_id}/{input_id}/{session_id}.json`` at random times over a window (default 30 s)
 to a local S3 server (moto in server mode on loopback, in its own process, reached by
-boto3 through ``AWS_ENDPOINT_URL_S3``). The launcher's :class:`~agentcore_slime.launcher.ResultWatcher`
+boto3 through ``AWS_ENDPOINT_URL_S3``). The runner's :class:`~agentcore_slime.episodes.results.ResultWatcher`
 waits for all of them exactly as a rollout step does: one paginated LIST of the step's
 prefix per poll cycle, then one GET per found object, boto3 calls in a bounded pool.
 
@@ -40,7 +40,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "python")]
 
-from agentcore_slime.launcher import _RESULT_THREADS, ResultWatcher, boto_config  # noqa: E402
+from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher  # noqa: E402
+from agentcore_slime.episodes.runner import boto_config  # noqa: E402
 from fakes.s3 import LocalS3  # noqa: E402
 
 
@@ -105,7 +106,7 @@ def main() -> int:
         written: dict[str, float] = {}
         detected: dict[str, float] = {}
 
-        with ThreadPoolExecutor(max_workers=_RESULT_THREADS) as pool:  # as in production
+        with ThreadPoolExecutor(max_workers=RESULT_THREADS) as pool:  # as in production
             watcher = ResultWatcher(s3, bucket, pool, poll_interval=options.poll_interval)
             list_seconds: list[float] = []
             list_blocking = watcher._list_blocking

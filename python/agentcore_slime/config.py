@@ -42,7 +42,21 @@ from agentcore_slime.launch.schema import (
     rollout_keys,
 )
 
-__all__ = ["ConfigError", "ToolkitConfig", "check_slime_args", "load_config"]
+__all__ = ["ConfigError", "SamplingSettings", "ToolkitConfig", "check_slime_args", "load_config", "sampling_settings"]
+
+#: slime rollout flags whose hooks the agent rollout never calls (the agent generates and rewards)
+UNSUPPORTED_ROLLOUT_FLAGS = {
+    "custom_generate_function_path": "the agent talks to the policy itself; there is no generate function",
+    "custom_rm_path": "the reward is the one the agent writes to S3",
+    "rm_type": "the reward is the one the agent writes to S3",
+    "group_rm": "the reward is the one the agent writes to S3",
+    "rollout_sample_filter_path": "use --dynamic-sampling-filter-path (honoured) instead",
+    "rollout_all_samples_process_path": "not called by the agent rollout",
+    "mask_offpolicy_in_partial_rollout": (
+        "aborted agent episodes restart from their prompt (nothing off-policy is kept), so there is "
+        "nothing to mask"
+    ),
+}
 
 ARN_RE = re.compile(
     r"^arn:aws[a-z-]*:bedrock-agentcore:(?P<region>[a-z0-9-]+):\d{12}:runtime/[A-Za-z0-9_.-]+$"
@@ -71,6 +85,9 @@ class ToolkitConfig:
     :param renderer_family: ``auto``, ``default`` or a ``renderers`` family name.
     :param gateway_log_level: the gateway's log level.
     :param result_poll_interval: seconds between two S3 LISTs of a step's result prefix.
+    :param infra_failures: ``exclude`` or ``zero-reward`` (see :data:`INFRA_FAILURE_MODES`).
+    :param max_extra_groups: groups a step may start beyond ``rollout_batch_size`` (None = the
+        over-sampling batch size).
     :param source: where the settings came from (named in error messages).
     """
 
@@ -92,6 +109,8 @@ class ToolkitConfig:
     renderer_family: str
     gateway_log_level: str
     result_poll_interval: float
+    infra_failures: str
+    max_extra_groups: int | None
     source: str = "toolkit.yaml"
 
     @property
@@ -204,6 +223,63 @@ def load_config(args: Any) -> ToolkitConfig:
     return ToolkitConfig(source=source, **by_field)  # type: ignore[arg-type]
 
 
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Over-sampling as slime's args and toolkit.yaml set it.
+
+    :param fetch_size: groups fetched at a time (``--over-sampling-batch-size``).
+    :param max_extra_groups: groups a step may start beyond ``--rollout-batch-size``.
+    """
+
+    fetch_size: int
+    max_extra_groups: int
+
+
+def sampling_settings(args: Any, config: ToolkitConfig) -> SamplingSettings:
+    """Read ``--over-sampling-batch-size`` (slime's default: the rollout batch size) and the cap.
+
+    :raises ConfigError: a size below the rollout batch size, or a cap below the over-sampling.
+    """
+    target = getattr(args, "rollout_batch_size", None)
+    fetch = getattr(args, "over_sampling_batch_size", None) or target
+    if not isinstance(target, int) or not isinstance(fetch, int) or isinstance(fetch, bool):
+        raise ConfigError(
+            f"over_sampling_batch_size: {fetch!r} / rollout_batch_size {target!r} must be integers",
+            "pass --over-sampling-batch-size N, or set OVER_SAMPLING_BATCH_SIZE",
+        )
+    if fetch < target:
+        raise ConfigError(
+            f"over_sampling_batch_size: {fetch} is below rollout_batch_size {target}",
+            "set OVER_SAMPLING_BATCH_SIZE >= ROLLOUT_BATCH_SIZE, or leave it unset",
+        )
+    cap = config.max_extra_groups if config.max_extra_groups is not None else fetch
+    if cap < fetch - target:
+        raise ConfigError(
+            f"max_extra_groups: {cap} is below the {fetch - target} extra groups that "
+            f"over_sampling_batch_size {fetch} starts",
+            "raise MAX_EXTRA_GROUPS or lower OVER_SAMPLING_BATCH_SIZE",
+        )
+    return SamplingSettings(fetch, cap)
+
+
+def _rollout_flag_problems(args: Any) -> list[ConfigError]:
+    problems = []
+    for key, why in UNSUPPORTED_ROLLOUT_FLAGS.items():
+        if getattr(args, key, None):
+            problems.append(ConfigError(f"{key}: --{key.replace('_', '-')} is set, but {why}", "remove the flag"))
+    path = getattr(args, "dynamic_sampling_filter_path", None)
+    if path:
+        from agentcore_slime.sampling import load_function
+
+        try:
+            load_function(str(path))
+        except ValueError as exc:
+            problems.append(
+                ConfigError(f"dynamic_sampling_filter_path: {exc}", "check --dynamic-sampling-filter-path")
+            )
+    return problems
+
+
 def check_slime_args(args: Any) -> None:
     """Reject slime settings the shim cannot honour, before anything starts.
 
@@ -218,6 +294,8 @@ def check_slime_args(args: Any) -> None:
     - ``--log-passrate``: slime's train actor then asserts exactly rollout_batch_size x
       n_samples_per_prompt samples, which multi-segment episodes and padding break.
     - a ``--global-batch-size`` that does not divide the rollout's episodes.
+    - slime rollout hooks the agent rollout never calls (:data:`UNSUPPORTED_ROLLOUT_FLAGS`), and a
+      ``--dynamic-sampling-filter-path`` that does not import.
 
     :raises ConfigError: naming each offending flag and how to fix it.
     """
@@ -242,6 +320,7 @@ def check_slime_args(args: Any) -> None:
     if getattr(args, "log_passrate", False) is True:
         problems.append(ConfigError("log_passrate: --log-passrate is not supported", LOG_PASSRATE_HOW))
     problems += _global_batch_problems(args)
+    problems += _rollout_flag_problems(args)
     raise_all(problems, "unsupported slime settings:")
 
 

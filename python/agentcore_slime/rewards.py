@@ -22,7 +22,12 @@ within its group, and the result is written back to every sample of the episode.
 - ``identity``: the raw reward, whatever the estimator.
 
 Padding samples (added only to satisfy slime's batch split) keep 0 and belong to no
-group. The module is torch-free: it works on Python floats.
+group. Infrastructure failures (episodes that ended without the agent's own reward, see
+:mod:`agentcore_slime.episodes.runner`) are treated the same way: 0, and left out of their
+group's mean and std, so a timeout does not move its siblings' advantages; a group left
+with fewer than two valid episodes trains nothing. ``infra_failures: zero-reward``
+(env ``INFRA_FAILURES``) keeps the old rule: a failure counts as reward 0 in its group.
+The module is torch-free: it works on Python floats.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from agentcore_slime._samples import ShimRecord, is_padding
+from agentcore_slime._samples import KIND_FAILED, KIND_PADDING, ShimRecord
+from agentcore_slime.step_stats import INFRASTRUCTURE
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.launch.schema import KEYS_BY_NAME, expected, parse_typed
 
@@ -48,6 +54,25 @@ def _mode(args: Any) -> str:
     value = getattr(args, key.yaml_key, None) or os.environ.get(key.name) or None
     try:
         return str(parse_typed(key, value))
+    except ValueError as exc:
+        raise ConfigError(
+            f"{key.yaml_key}: {value!r}: {exc}",
+            f"{expected(key)}; set {key.yaml_key} in runs/<EXP_ID>/toolkit.yaml or {key.name}",
+        ) from None
+
+
+def excluded_from_group(args: Any, sample: Any) -> bool:
+    """True for a sample outside every group's statistics: padding, and (unless
+    ``infra_failures`` is ``zero-reward``) an episode that failed for infrastructure reasons."""
+    record = ShimRecord.of(sample)
+    if record.kind == KIND_PADDING:
+        return True
+    if record.kind != KIND_FAILED or (record.failure_class or INFRASTRUCTURE) != INFRASTRUCTURE:
+        return False
+    key = KEYS_BY_NAME["INFRA_FAILURES"]
+    value = getattr(args, key.yaml_key, None) or os.environ.get(key.name) or None
+    try:
+        return str(parse_typed(key, value)) == "exclude"
     except ValueError as exc:
         raise ConfigError(
             f"{key.yaml_key}: {value!r}: {exc}",
@@ -113,7 +138,7 @@ def normalize_episode_rewards(args: Any, samples: Sequence[Any]) -> tuple[list[f
     raw = [0.0] * len(samples)
     episodes: dict[tuple[Any, str], list[int]] = {}
     for position, sample in enumerate(samples):
-        if is_padding(sample):
+        if excluded_from_group(args, sample):
             continue
         raw[position] = _raw_reward(args, sample, position)
         episodes.setdefault(_episode_key(sample, position), []).append(position)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import copy
 import json
 import logging
 import os
@@ -31,9 +32,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from agentcore_slime._datasets import EvalRow, EvalSpec, eval_specs, load_rows
 from agentcore_slime._padding import dp_layout, pad_for_dp
 from agentcore_slime._samples import KIND_FAILED, KIND_PADDING, ShimRecord, zero_gradient_sample
-from agentcore_slime.config import ConfigError, ToolkitConfig, check_slime_args, load_config
+from agentcore_slime.config import (
+    ConfigError,
+    ToolkitConfig,
+    check_slime_args,
+    load_config,
+    sampling_settings,
+)
+from agentcore_slime.episodes import EpisodeRequest, EpisodeRunner, make_runner, new_session_id
 from agentcore_slime.gateway.trace import CallTrace
-from agentcore_slime.launcher import EpisodeRequest, Launcher, make_launcher, new_session_id
+from agentcore_slime.sampling import SamplingOutcome, SamplingPlan, Verdict, load_function, sample_groups
+from agentcore_slime.step_stats import INFRASTRUCTURE, GroupRecord, StepStats
 from agentcore_slime.traces import merge_traces_to_samples
 
 if TYPE_CHECKING:
@@ -52,11 +61,13 @@ class GatewayLike(Protocol):
 
     def delete_session(self, session_id: str) -> None: ...
 
+    def abort_session(self, session_id: str) -> None: ...
+
     def shutdown(self) -> None: ...
 
 
 GatewayFactory = Callable[[ToolkitConfig, Any], GatewayLike]
-LauncherFactory = Callable[[ToolkitConfig, Executor], Launcher]
+RunnerFactory = Callable[[ToolkitConfig, Executor], EpisodeRunner]
 
 
 def _engine_url(args: Any) -> str:
@@ -114,23 +125,24 @@ def default_gateway_factory(config: ToolkitConfig, args: Any) -> GatewayLike:
 
 
 class Runtime:
-    """What lives across rollout calls: config, gateway, launcher, thread pool, event loop.
+    """What lives across rollout calls: config, gateway, episode runner, thread pool, event loop.
 
     :param config: validated rollout settings.
     :param gateway: the gateway (or a stand-in with the same session methods).
-    :param launcher_factory: builds the launcher from the config and the thread pool.
+    :param runner_factory: builds the episode runner from the config and the thread pool.
     """
 
     def __init__(
-        self, config: ToolkitConfig, gateway: GatewayLike, launcher_factory: LauncherFactory
+        self, config: ToolkitConfig, gateway: GatewayLike, runner_factory: RunnerFactory
     ) -> None:
         self.config = config
         self.gateway = gateway
         self.executor = ThreadPoolExecutor(
             max_workers=config.max_pool_connections, thread_name_prefix="agentcore-io"
         )
-        self.launcher = launcher_factory(config, self.executor)
+        self.runner = runner_factory(config, self.executor)
         self.eval_cache: dict[tuple[Any, ...], list[EvalRow]] = {}
+        self.last_step: StepStats | None = None
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="agentcore-rollout", daemon=True)
         self._thread.start()
@@ -144,14 +156,14 @@ class Runtime:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def _drain(self) -> None:
-        await self.launcher.close()
+        await self.runner.close()
         tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def close(self) -> None:
-        """Close the launcher, cancel leftover tasks, stop the loop and the pool, shut the gateway down."""
+        """Close the runner, cancel leftover tasks, stop the loop and the pool, shut the gateway down."""
         try:
             self.run(self._drain())
         finally:
@@ -168,7 +180,7 @@ class _State:
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
         self.gateway_factory: GatewayFactory = default_gateway_factory
-        self.launcher_factory: LauncherFactory = make_launcher
+        self.runner_factory: RunnerFactory = make_runner
         self._lock = threading.Lock()
 
     def get(self, args: Any) -> Runtime:
@@ -177,9 +189,10 @@ class _State:
             if self.runtime is None:
                 config = load_config(args)
                 check_slime_args(args)
+                sampling_settings(args, config)
                 gateway = self.gateway_factory(config, args)
                 try:
-                    self.runtime = Runtime(config, gateway, self.launcher_factory)
+                    self.runtime = Runtime(config, gateway, self.runner_factory)
                 except BaseException:
                     gateway.shutdown()
                     raise
@@ -214,27 +227,48 @@ class _Result:
     reward: float | None
     reason: str | None
     traces: list[CallTrace]
+    failure: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.reason is None
 
 
-def _failed(episode: _Episode, reason: str, traces: list[CallTrace] | None = None) -> _Result:
+def _failed(episode: _Episode, code: str, reason: str, traces: list[CallTrace] | None = None) -> _Result:
+    """A failed episode: one zero-gradient sample marked as an infrastructure failure."""
     template = episode.template
     cls = type(template)
-    record = ShimRecord(kind=KIND_FAILED, session_id=episode.session_id, reason=reason)
+    record = ShimRecord(
+        kind=KIND_FAILED,
+        session_id=episode.session_id,
+        reason=reason,
+        failure=code,
+        failure_class=INFRASTRUCTURE,
+    )
     sample = zero_gradient_sample(
         cls, template=template, record=record, rollout_id=episode.rollout_id, status=cls.Status.FAILED
     )
-    return _Result(episode, [sample], None, reason, traces or [])
+    return _Result(episode, [sample], None, reason, traces or [], code)
+
+
+async def _end_gateway_session(runtime: Runtime, sid: str, aborted: bool) -> None:
+    """Delete the gateway session; an aborted episode's in-flight engine calls are aborted first."""
+    try:
+        if aborted:
+            await runtime.call(runtime.gateway.abort_session, sid)
+        await runtime.call(runtime.gateway.delete_session, sid)
+    except Exception as exc:
+        logger.debug("ending gateway session %s failed: %s", sid, exc)
 
 
 async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semaphore) -> _Result:
+    """One episode end to end. Cancelling it (the tail cut) stops the runtime session, aborts
+    the session's engine calls and deletes the gateway session before the cancellation propagates."""
     metadata = episode.template.metadata
     if not isinstance(metadata, dict):
         return _failed(
             episode,
+            "bad_metadata",
             f"row metadata is {type(metadata).__name__}, not a dict "
             "(each JSONL row's 'metadata' must be an object: it is the agent's payload)",
         )
@@ -243,21 +277,26 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
         try:
             base_url = await runtime.call(runtime.gateway.create_session, sid, dict(episode.sampling))
         except Exception as exc:
-            return _failed(episode, f"gateway could not create the session: {type(exc).__name__}: {exc}")
+            return _failed(
+                episode, "gateway_error", f"gateway could not create the session: {type(exc).__name__}: {exc}"
+            )
         traces: list[CallTrace] = []
+        aborted = False
         try:
             request = EpisodeRequest(metadata, sid, episode.input_id, base_url, episode.sampling)
-            outcome = await runtime.launcher.run_episode(request)
+            outcome = await runtime.runner.run_episode(request)
             traces = list(await runtime.call(runtime.gateway.traces, sid))
+        except asyncio.CancelledError:
+            aborted = True
+            raise
         except Exception as exc:
-            return _failed(episode, f"reading the session's traces failed: {type(exc).__name__}: {exc}")
+            return _failed(
+                episode, "gateway_error", f"reading the session's traces failed: {type(exc).__name__}: {exc}"
+            )
         finally:
-            try:
-                await runtime.call(runtime.gateway.delete_session, sid)
-            except Exception as exc:
-                logger.debug("deleting gateway session %s failed: %s", sid, exc)
+            await asyncio.shield(_end_gateway_session(runtime, sid, aborted))
     if not outcome.ok or outcome.reward is None:
-        return _failed(episode, outcome.reason or "no reward", traces)
+        return _failed(episode, outcome.failure or "bad_reward", outcome.reason or "no reward", traces)
     merge = partial(
         merge_traces_to_samples,
         traces,
@@ -268,7 +307,9 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
     )
     samples = await runtime.call(merge)  # CPU work off the loop, so polling keeps its pace
     if not samples:
-        return _failed(episode, f"no usable traces ({len(traces)} calls recorded by the gateway)", traces)
+        return _failed(
+            episode, "no_traces", f"no usable traces ({len(traces)} calls recorded by the gateway)", traces
+        )
     return _Result(episode, samples, outcome.reward, None, traces)
 
 
@@ -292,7 +333,7 @@ def _train_sampling(args: Any) -> dict[str, Any]:
     return {k: v for k, v in sampling.items() if v is not None}
 
 
-def _log_summary(kind: str, rollout_id: int, results: list[_Result], sequences: int, started: float) -> None:
+def _log_failures(results: list[_Result]) -> None:
     for result in results:
         if not result.ok:
             logger.info(
@@ -301,6 +342,10 @@ def _log_summary(kind: str, rollout_id: int, results: list[_Result], sequences: 
                 result.episode.template.group_index,
                 result.reason,
             )
+
+
+def _log_summary(kind: str, rollout_id: int, results: list[_Result], sequences: int, started: float) -> None:
+    _log_failures(results)
     rewards = [r.reward for r in results if r.reward is not None]
     mean = sum(rewards) / len(rewards) if rewards else float("nan")
     logger.info(
@@ -371,37 +416,170 @@ def _batch_size(args: Any) -> int:
     return value
 
 
+@dataclass
+class _Group:
+    """One prompt group of a training step: its slot and its data-source samples."""
+
+    slot: int
+    templates: list[Any]
+
+
+@dataclass
+class _StepContext:
+    """What the groups of one training step share."""
+
+    rollout_id: int
+    input_id: str
+    sampling: dict[str, Any]
+    slots: asyncio.Semaphore
+    slot_count: int = 0
+
+
+def _sampling_plan(args: Any, config: ToolkitConfig) -> SamplingPlan:
+    settings = sampling_settings(args, config)
+    return SamplingPlan(_batch_size(args), settings.fetch_size, settings.max_extra_groups)
+
+
+def _judge(args: Any, config: ToolkitConfig, plan: SamplingPlan, dynamic_filter: Any) -> Any:
+    """The verdict on a finished group: enough valid episodes, then the dynamic-sampling filter.
+
+    Only when groups can be replaced (over-sampling or a filter) is a group with too few valid
+    episodes dropped; the filter sees one sample per valid episode (its last segment), as
+    slime's filters see one sample per generation.
+    """
+    from slime.rollout.filter_hub.base_types import call_dynamic_filter
+
+    replaceable = plan.cuts_the_tail or dynamic_filter is not None
+    excluding = config.infra_failures == "exclude"
+
+    def judge(results: list[_Result]) -> Verdict:
+        valid = [r for r in results if r.ok] if excluding else results
+        if replaceable and excluding and len(valid) < min(2, len(results)):
+            return False, "too_few_valid_episodes"
+        if dynamic_filter is None:
+            return True, None
+        verdict = call_dynamic_filter(dynamic_filter, args, [r.samples[-1] for r in valid])
+        return bool(verdict.keep), verdict.reason
+
+    return judge
+
+
+async def _run_group(runtime: Runtime, context: _StepContext, group: _Group) -> list[_Result]:
+    episodes = []
+    for template in group.templates:
+        number, context.slot_count = context.slot_count, context.slot_count + 1
+        episodes.append(_Episode(template, group.slot, number, context.input_id, context.sampling))
+    tasks = [asyncio.create_task(_run_episode(runtime, e, context.slots)) for e in episodes]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except asyncio.CancelledError:
+        # gather gives up at the first cancelled episode; wait until every episode has
+        # stopped its runtime session and ended its gateway session before the step returns
+        await asyncio.wait(tasks)
+        raise
+
+
+def _renumber(groups: list[list[Any]]) -> int:
+    """Give the returned episodes consecutive rollout ids in order (slime's split counts them)."""
+    ids: dict[Any, int] = {}
+    for group in groups:
+        for sample in group:
+            sample.rollout_id = ids.setdefault(sample.session_id, len(ids))
+    return len(ids)
+
+
+def _fill_from_dropped(
+    outcome: SamplingOutcome[_Group, list[_Result]], target: int, stats: StepStats
+) -> None:
+    """When the cap stopped sampling short of the target, train the dropped groups too (zero signal)."""
+    while len(outcome.kept) < target and outcome.dropped:
+        outcome.kept.append(outcome.dropped.pop(0)[0])
+        stats.groups_filled += 1
+    if stats.groups_filled:
+        logger.warning(
+            "rollout %d: the cap on extra groups (MAX_EXTRA_GROUPS) was reached with %d groups kept; "
+            "%d dropped groups are returned to keep the step's size",
+            stats.rollout_id,
+            target - stats.groups_filled,
+            stats.groups_filled,
+        )
+
+
+async def _requeue(runtime: Runtime, data_source: Any, aborted: list[_Group], stats: StepStats) -> None:
+    """``--partial-rollout``: aborted groups go back to the data source, as their original prompts
+    (an agent episode cannot be resumed, so nothing of its partial run is kept)."""
+    groups = [[copy.deepcopy(t) for t in g.templates] for g in aborted]
+    if groups:
+        await runtime.call(data_source.add_samples, groups)
+        stats.groups_requeued = len(groups)
+
+
+def _group_record(results: list[_Result]) -> GroupRecord:
+    return GroupRecord(
+        [r.reward for r in results if r.ok and r.reward is not None],
+        [r.failure or "unknown" for r in results if not r.ok],
+    )
+
+
+async def _sample(
+    runtime: Runtime, args: Any, rollout_id: int, data_source: Any, stats: StepStats
+) -> list[list[_Result]]:
+    plan = _sampling_plan(args, runtime.config)
+    filter_path = getattr(args, "dynamic_sampling_filter_path", None)
+    dynamic_filter = load_function(filter_path) if filter_path else None
+    context = _StepContext(
+        rollout_id,
+        _input_id("train", rollout_id),
+        _train_sampling(args),
+        asyncio.Semaphore(runtime.config.max_concurrent),
+    )
+
+    async def fetch(count: int) -> list[_Group]:
+        groups = await runtime.call(data_source.get_samples, count)
+        start = stats.groups_started
+        stats.groups_started += len(groups)
+        return [_Group(start + n, list(g)) for n, g in enumerate(groups)]
+
+    outcome = await sample_groups(
+        plan,
+        fetch,
+        partial(_run_group, runtime, context),
+        _judge(args, runtime.config, plan, dynamic_filter),
+    )
+    for _, reason in outcome.dropped:
+        stats.groups_dropped[reason or "filtered"] = stats.groups_dropped.get(reason or "filtered", 0) + 1
+    _fill_from_dropped(outcome, plan.target, stats)
+    stats.groups_aborted = len(outcome.aborted)
+    if getattr(args, "partial_rollout", False):
+        await _requeue(runtime, data_source, outcome.aborted, stats)
+    return sorted(outcome.kept, key=lambda results: results[0].episode.slot)
+
+
 async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source: Any) -> Any:
     from slime.rollout.base_types import RolloutFnTrainOutput
 
     started = time.monotonic()
-    groups = await runtime.call(data_source.get_samples, _batch_size(args))
-    input_id, sampling = _input_id("train", rollout_id), _train_sampling(args)
-    members = [(slot, sample) for slot, group in enumerate(groups) for sample in group]
-    episodes = [
-        _Episode(sample, slot, number, input_id, sampling) for number, (slot, sample) in enumerate(members)
-    ]
-    results = await _run_all(runtime, episodes)
+    stats = StepStats(rollout_id)
+    kept = await _sample(runtime, args, rollout_id, data_source, stats)
+    results = [r for group in kept for r in group]
     await _write_trace_log(runtime, rollout_id, "train", results)
-    output: list[list[Any]] = [[] for _ in groups]
-    for result in results:
-        output[result.episode.slot].extend(result.samples)
-    sequences = sum(len(r.samples) for r in results if r.ok)
-    _log_summary("train", rollout_id, results, sequences, started)
+    output: list[list[Any]] = [[s for r in group for s in r.samples] for group in kept]
+    episodes = _renumber(output)
+    stats.count_trained([_group_record(group) for group in kept])
+    stats.sequences = sum(len(r.samples) for r in results if r.ok)
     if not any(r.ok for r in results):
+        _log_failures(results)
         reasons = sorted({str(r.reason) for r in results})
         raise RuntimeError(
             f"rollout {rollout_id}: all {len(results)} episodes failed; not training on nothing. "
             f"Reasons: {'; '.join(reasons[:5])}"
         )
-    padding = pad_for_dp(output, dp_layout(args), _padding_maker, next_rollout_id=len(episodes))
-    metrics = {
-        "agentcore/episodes": len(results),
-        "agentcore/failed_episodes": sum(not r.ok for r in results),
-        "agentcore/sequences": sequences,
-        "agentcore/padding_samples": padding,
-    }
-    return RolloutFnTrainOutput(samples=output, metrics=metrics)
+    stats.padding_samples = pad_for_dp(output, dp_layout(args), _padding_maker, next_rollout_id=episodes)
+    stats.seconds = time.monotonic() - started
+    runtime.last_step = stats
+    _log_failures(results)
+    logger.info("%s", stats.log_line())
+    return RolloutFnTrainOutput(samples=output, metrics=stats.metrics())
 
 
 async def _eval_rows(runtime: Runtime, spec: EvalSpec) -> list[EvalRow]:

@@ -176,10 +176,10 @@ def _progress(total: int) -> Any:
 async def _evaluate(
     config: ToolkitConfig, gateway: Any, payloads: list[Any], args: argparse.Namespace, input_id: str
 ) -> list[Episode]:
-    from agentcore_slime.launcher import make_launcher
+    from agentcore_slime.episodes import make_runner
 
     with ThreadPoolExecutor(max_workers=config.max_pool_connections, thread_name_prefix="eval-io") as pool:
-        launcher = make_launcher(config, pool)
+        launcher = make_runner(config, pool)
         try:
             runner = EpisodeRunner(gateway, launcher, pool, input_id, _sampling(args))
             total = len(payloads) * args.n_samples

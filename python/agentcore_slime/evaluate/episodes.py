@@ -2,7 +2,7 @@
 
 This is the evaluation's only seam to the rollout machinery: one gateway session per episode
 (:class:`agentcore_slime.gateway.Gateway`), the episode run by the training launcher
-(:func:`agentcore_slime.launcher.make_launcher`: ACR or ``AGENT_URL`` transport, the result read
+(:func:`agentcore_slime.episodes.make_runner`: ACR or ``AGENT_URL`` transport, the result read
 from ``s3://<bucket>/<exp_id>/<input_id>/<session_id>.json``), and the session's call traces
 counted for turns and tokens. Nothing here knows about slime. When the launcher's module layout
 changes, only the imports of this file move.
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from agentcore_slime.gateway.trace import CallTrace
-from agentcore_slime.launcher import EpisodeOutcome, EpisodeRequest, Launcher, new_session_id
+from agentcore_slime import episodes as agent_episodes
+from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, new_session_id
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -119,7 +120,7 @@ class EpisodeRunner:
     """Runs evaluation episodes through a gateway and the training launcher.
 
     :param gateway: a started gateway (or a stand-in with the same session methods).
-    :param launcher: the launcher (``make_launcher(config, executor)``).
+    :param launcher: the training episode runner (``make_runner(config, executor)``).
     :param executor: the thread pool for the gateway's blocking calls.
     :param input_id: the evaluation's input id (second part of every result key).
     :param sampling: the sampling params every session gets.
@@ -128,7 +129,7 @@ class EpisodeRunner:
     def __init__(
         self,
         gateway: GatewayLike,
-        launcher: Launcher,
+        launcher: agent_episodes.EpisodeRunner,
         executor: Executor,
         input_id: str,
         sampling: dict[str, Any],

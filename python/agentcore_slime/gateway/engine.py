@@ -180,6 +180,9 @@ class EngineClient:
                 await self._abort(str(body["rid"]))
                 last = f"no answer within {self.read_timeout:g} s"
                 continue
+            except asyncio.CancelledError:  # the session was aborted: free the engine's work too
+                await asyncio.shield(self._abort(str(body["rid"])))
+                raise
             except aiohttp.ClientResponseError as err:  # e.g. a non-JSON 200 body
                 raise EngineError(f"malformed /generate answer: {err.message}", retryable=False) from None
             except aiohttp.ClientError as err:

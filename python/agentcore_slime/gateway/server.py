@@ -76,6 +76,7 @@ class _Session:
     replies: dict[str, _Body] = field(default_factory=dict)  # Idempotency-Key -> the reply sent
     deleted: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)  # chat handlers (gateway loop only)
 
 
 @dataclass
@@ -378,6 +379,28 @@ class Gateway:
             if session is not None:
                 session.deleted = True
 
+    def abort_session(self, session_id: str, timeout: float = 10.0) -> None:
+        """Delete a session and abort its chat calls in flight (their engine requests included).
+
+        Used when the rollout cuts an episode: the agent's pending calls get no reply, the engine
+        stops generating for them, and nothing more is recorded (idempotent).
+        """
+        with self._registry:
+            session = self._sessions.pop(session_id, None)
+            if session is not None:
+                session.deleted = True
+        loop = self._loop
+        if session is None or loop is None or not loop.is_running():
+            return
+        asyncio.run_coroutine_threadsafe(self._cancel_calls(session), loop).result(timeout)
+
+    @staticmethod
+    async def _cancel_calls(session: _Session) -> None:
+        tasks = [task for task in session.in_flight if not task.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def _session(self, session_id: str) -> _Session | None:
         with self._registry:
             return self._sessions.get(session_id)
@@ -477,18 +500,24 @@ class Gateway:
                 code="request_timeout",
             )
         key = request.headers.get(IDEMPOTENCY_KEY) or None
-        async with session.lock:
-            if session.deleted:
-                return self._unknown_session(sid)
-            if key is not None and key in session.replies:  # a retry of a delivered call: same reply
-                return await self._send(request, *session.replies[key]) or web.Response(status=499)
-            try:
-                call = await self._off_loop(self._prepare, raw, session)
-            except BadRequest as err:
-                return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
-            except RenderError as err:
-                return _json_error(400, str(err), "invalid_request_error", param="messages")
-            return await self._serve_call(request, session, call, key)
+        task = asyncio.current_task()
+        assert task is not None
+        session.in_flight.add(task)  # abort_session cancels it (and its engine request)
+        try:
+            async with session.lock:
+                if session.deleted:
+                    return self._unknown_session(sid)
+                if key is not None and key in session.replies:  # a retry of a delivered call: same reply
+                    return await self._send(request, *session.replies[key]) or web.Response(status=499)
+                try:
+                    call = await self._off_loop(self._prepare, raw, session)
+                except BadRequest as err:
+                    return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
+                except RenderError as err:
+                    return _json_error(400, str(err), "invalid_request_error", param="messages")
+                return await self._serve_call(request, session, call, key)
+        finally:
+            session.in_flight.discard(task)
 
     async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run CPU work (parsing, rendering) in the render pool: the event loop keeps serving.

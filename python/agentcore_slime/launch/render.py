@@ -141,6 +141,8 @@ def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[s
         ["--rollout-max-response-len", _num(c["ROLLOUT_MAX_RESPONSE_LEN"])],
         ["--rollout-temperature", _num(c["ROLLOUT_TEMPERATURE"])],
     ]
+    if c["OVER_SAMPLING_BATCH_SIZE"] is not None:
+        rollout.append(["--over-sampling-batch-size", _num(c["OVER_SAMPLING_BATCH_SIZE"])])
     groups: list[tuple[str, list[list[str]]]] = [("CKPT_ARGS", ckpt), ("ROLLOUT_ARGS", rollout)]
     if c["VAL_DATA_PATH"] is not None:
         val = Path(str(c["VAL_DATA_PATH"]))

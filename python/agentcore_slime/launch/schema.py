@@ -94,6 +94,9 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 #: episode reward post-processing (rewards.py): ``grpo`` = what slime's own reward
 #: normalization computes for the run's --advantage-estimator, per episode; ``identity`` = raw
 REWARD_MODES = ("grpo", "identity")
+#: ``exclude``: episodes failed by infrastructure stay out of their group's statistics;
+#: ``zero-reward``: they count as reward 0 in their group (the rule before issue 13)
+INFRA_FAILURE_MODES = ("exclude", "zero-reward")
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,29 @@ KEYS: tuple[Key, ...] = (
         choices=(*REASONING_PARSERS, NONE),
         rollout=True,
         gateway="reasoning_parser",
+    ),
+    Key(
+        "INFRA_FAILURES",
+        Kind.STR,
+        "exclude",
+        "episodes failed by infrastructure: out of the group statistics, or reward 0 (old rule)",
+        choices=INFRA_FAILURE_MODES,
+        rollout=True,
+    ),
+    _pos_int(
+        "OVER_SAMPLING_BATCH_SIZE",
+        None,
+        "groups started per fetch (--over-sampling-batch-size); above ROLLOUT_BATCH_SIZE the slowest are cut",
+        shown_default="`ROLLOUT_BATCH_SIZE`",
+    ),
+    Key(
+        "MAX_EXTRA_GROUPS",
+        Kind.INT,
+        None,
+        "groups a step may start beyond ROLLOUT_BATCH_SIZE (over-sampling, dynamic filter)",
+        minimum=0,
+        rollout=True,
+        shown_default="`OVER_SAMPLING_BATCH_SIZE`",
     ),
     _pos_int("SGLANG_DATA_PARALLEL_SIZE", "1", "SGLang data-parallel size (--sglang-data-parallel-size)"),
     Key(

@@ -338,12 +338,32 @@ def _unless_unset(check: Callable[[str], None], value: Value) -> None:
         check(str(value))
 
 
+def _check_over_sampling(c: dict[str, Value]) -> None:
+    """slime asserts ``over_sampling_batch_size >= rollout_batch_size``; the cap must allow the
+    extra groups the first fetch starts (the rollout refuses both at its first call, too late)."""
+    target = int(str(c["ROLLOUT_BATCH_SIZE"]))
+    fetch = int(str(c["OVER_SAMPLING_BATCH_SIZE"])) if c["OVER_SAMPLING_BATCH_SIZE"] is not None else target
+    if fetch < target:
+        raise ConfigError(
+            f"OVER_SAMPLING_BATCH_SIZE={fetch} is below ROLLOUT_BATCH_SIZE={target}",
+            "set OVER_SAMPLING_BATCH_SIZE to at least ROLLOUT_BATCH_SIZE (e.g. 25% more), or leave it unset",
+        )
+    cap = c["MAX_EXTRA_GROUPS"]
+    if cap is not None and int(str(cap)) < fetch - target:
+        raise ConfigError(
+            f"MAX_EXTRA_GROUPS={cap} is below the {fetch - target} extra groups "
+            f"OVER_SAMPLING_BATCH_SIZE={fetch} starts",
+            "raise MAX_EXTRA_GROUPS or lower OVER_SAMPLING_BATCH_SIZE",
+        )
+
+
 #: checks that relate keys to each other, run once every value converted
 _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     lambda values: _unless_unset(check_exp_id, values["EXP_ID"]),
     lambda values: _unless_unset(check_bucket, values["S3_BUCKET"]),
     lambda values: check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]),
     _check_model_type,
+    _check_over_sampling,
 )
 
 
@@ -396,6 +416,21 @@ _FLAGS_OWNED_ELSEWHERE = {
         "the toolkit normalizes one reward per episode; use REWARD_POSTPROCESSING=identity for raw rewards"
     ),
     "--reward-key": "the rollout reads the agent's numeric `rewards`; a reward key is not supported",
+    "--over-sampling-batch-size": (
+        "set OVER_SAMPLING_BATCH_SIZE in the env file instead "
+        "(it is checked against ROLLOUT_BATCH_SIZE and MAX_EXTRA_GROUPS)"
+    ),
+    "--custom-generate-function-path": (
+        "the agent talks to the policy itself; the rollout has no generate function"
+    ),
+    "--custom-rm-path": "the reward is the one the agent writes to S3; remove the flag",
+    "--rm-type": "the reward is the one the agent writes to S3; remove the flag",
+    "--group-rm": "the reward is the one the agent writes to S3; remove the flag",
+    "--rollout-sample-filter-path": "not called by the agent rollout; use --dynamic-sampling-filter-path",
+    "--rollout-all-samples-process-path": "not called by the agent rollout; remove the flag",
+    "--mask-offpolicy-in-partial-rollout": (
+        "aborted agent episodes restart from their prompt, nothing off-policy is kept: remove the flag"
+    ),
 }
 
 

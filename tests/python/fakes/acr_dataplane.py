@@ -13,6 +13,10 @@ points at :attr:`AcrDataPlane.url`:
   unreachable container becomes ``424 RuntimeClientError`` (ACR's sender-fault code for container
   failures; inferred, see the reference's open points).
 - ``POST /runtimes/{arn}/stopruntimesession``: records the stop, replies ``200 {}``.
+- Fault modes for the non-idempotent cases (issue 18): for chosen sessions the stand-in forwards the
+  invocation to the agent (which starts working) and then answers ``504`` (``gateway_timeout_sessions``),
+  resets the connection (``reset_sessions``), or never answers (``hang_sessions``, until the client
+  gives up or the server stops).
 - Errors carry ``x-amzn-ErrorType`` and a JSON ``message``, so botocore raises the modeled exception
   (``ThrottlingException`` 429 is retried by botocore, ``ResourceNotFoundException`` 404 is not).
 
@@ -26,6 +30,7 @@ Not modelled: microVM lifecycle (cold starts, idle reaping), stopping a running 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import threading
@@ -66,6 +71,9 @@ class Invocation:
 class _Faults:
     throttle_first: int = 0
     fail_sessions: set[str] = field(default_factory=set)
+    gateway_timeout_sessions: set[str] = field(default_factory=set)
+    reset_sessions: set[str] = field(default_factory=set)
+    hang_sessions: set[str] = field(default_factory=set)
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
@@ -78,10 +86,16 @@ class AcrDataPlane(ThreadedAiohttpServer):
     :param runtimes: runtime ARN -> base url of the agent container serving it (``/invocations``).
     :param throttle_first: answer the first N invocations with 429 ``ThrottlingException``.
     :param fail_sessions: session ids whose invocations fail with 424 ``RuntimeClientError``.
+    :param gateway_timeout_sessions: forward, then answer 504 (the agent runs; the reply is lost).
+    :param reset_sessions: forward, then reset the connection without a reply.
+    :param hang_sessions: forward, then never answer.
     """
 
     def __init__(self, runtimes: dict[str, str], throttle_first: int = 0,
-                 fail_sessions: set[str] | None = None) -> None:
+                 fail_sessions: set[str] | None = None,
+                 gateway_timeout_sessions: set[str] | None = None,
+                 reset_sessions: set[str] | None = None,
+                 hang_sessions: set[str] | None = None) -> None:
         app = web.Application()
         app.router.add_post("/runtimes/{arn}/invocations", self._invoke)
         app.router.add_post("/runtimes/{arn}/stopruntimesession", self._stop)
@@ -89,9 +103,11 @@ class AcrDataPlane(ThreadedAiohttpServer):
         self.runtimes = dict(runtimes)
         self.invocations: list[Invocation] = []
         self.stops: list[tuple[str, str]] = []
-        self._faults = _Faults(throttle_first, set(fail_sessions or ()))
+        self._faults = _Faults(throttle_first, set(fail_sessions or ()), set(gateway_timeout_sessions or ()),
+                               set(reset_sessions or ()), set(hang_sessions or ()))
         self._lock = threading.Lock()
         self._client: aiohttp.ClientSession | None = None
+        self._hung: list[asyncio.Future[None]] = []
 
     def _check_session(self, request: web.Request) -> str | web.Response:
         session_id = request.headers.get(SESSION_HEADER, "")
@@ -118,6 +134,25 @@ class AcrDataPlane(ThreadedAiohttpServer):
             self._faults.throttle_first -= int(throttled)
         response = await self._dispatch(record, throttled)
         record.status = response.status
+        return await self._after_forward(request, record, response)
+
+    async def _after_forward(self, request: web.Request, record: Invocation,
+                             response: web.Response) -> web.Response:
+        """Apply the lost-reply faults to an invocation the agent has already received."""
+        faults = self._faults
+        if record.session_id in faults.gateway_timeout_sessions:
+            record.status = 504
+            return web.Response(status=504, text="upstream request timeout")
+        if record.session_id in faults.reset_sessions:
+            record.status = -1
+            if request.transport is not None:
+                request.transport.abort()  # RST: the client sees a connection reset, no reply
+            raise asyncio.CancelledError
+        if record.session_id in faults.hang_sessions:
+            record.status = -2
+            hung = asyncio.get_running_loop().create_future()
+            self._hung.append(hung)
+            await hung  # until the server stops (the client gives up long before)
         return response
 
     async def _dispatch(self, record: Invocation, throttled: bool) -> web.Response:
@@ -162,8 +197,14 @@ class AcrDataPlane(ThreadedAiohttpServer):
             self.stops.append((arn, session_id))
         return web.json_response({}, headers={SESSION_HEADER: session_id})
 
+    async def _release_hung(self) -> None:
+        for hung in self._hung:
+            hung.cancel()
+
     def stop(self) -> None:
-        """Close the forwarding client, then stop serving."""
+        """Release hung invocations, close the forwarding client, then stop serving."""
+        if self._loop is not None:
+            self._loop.call(self._release_hung())
         if self._client is not None and self._loop is not None:
             self._loop.call(self._client.close())
             self._client = None

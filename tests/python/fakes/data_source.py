@@ -29,6 +29,7 @@ class ListDataSource:
         self.n = n_samples_per_prompt
         self.groups = 0
         self.samples = 0
+        self.buffer: list[list[Sample]] = []
 
     @classmethod
     def from_jsonl(cls, path: Path, n_samples_per_prompt: int) -> ListDataSource:
@@ -36,9 +37,16 @@ class ListDataSource:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         return cls(rows, n_samples_per_prompt)
 
+    def add_samples(self, groups: list[list[Sample]]) -> None:
+        """Put groups back (``--partial-rollout``); ``get_samples`` hands them out first, like
+        slime's ``RolloutDataSourceWithBuffer`` (which asserts full groups)."""
+        assert all(len(group) == self.n for group in groups)
+        self.buffer.extend(groups)
+
     def get_samples(self, count: int) -> list[list[Sample]]:
-        groups = []
-        for _ in range(count):
+        groups = self.buffer[:count]
+        del self.buffer[:count]
+        for _ in range(count - len(groups)):
             row = self.rows[self.groups % len(self.rows)]
             prompt = Sample(
                 prompt=row.get("prompt", ""), label=row.get("label"), metadata=row.get("metadata") or {}

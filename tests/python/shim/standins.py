@@ -91,6 +91,7 @@ class StandinGateway:
         self.sampling: dict[str, dict[str, Any]] = {}
         self.recorded: dict[str, list[CallTrace]] = {}
         self.deleted: list[str] = []
+        self.aborted: list[str] = []
         self.live = 0
         self.max_live = 0
         self.closed = False
@@ -115,6 +116,10 @@ class StandinGateway:
             if session_id in self.sampling and session_id not in self.deleted:
                 self.deleted.append(session_id)
                 self.live -= 1
+
+    def abort_session(self, session_id: str) -> None:
+        with self._lock:
+            self.aborted.append(session_id)
 
     def shutdown(self) -> None:
         self.closed = True
@@ -227,6 +232,11 @@ def make_args(**overrides: Any) -> SimpleNamespace:
         sglang_router_port=3000,
         rollout_batch_size=2,
         n_samples_per_prompt=3,
+        over_sampling_batch_size=None,
+        dynamic_sampling_filter_path=None,
+        partial_rollout=False,
+        infra_failures="exclude",
+        max_extra_groups=None,
         rollout_temperature=0.8,
         rollout_top_p=1.0,
         rollout_top_k=-1,

@@ -1,4 +1,4 @@
-"""The launcher against a real agentcore-rl-toolkit ``AgentCoreRLApp`` (unchanged agent code).
+"""The episode runner against a real agentcore-rl-toolkit ``AgentCoreRLApp`` (unchanged agent code).
 
 The app (``agentcore-rl-toolkit`` 0.2.0, ``bedrock-agentcore`` 1.25.0) is served by uvicorn on
 loopback (``fakes.acr_dataplane.AgentServer``) and writes its results to the local moto S3
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from agentcore_slime.config import load_config
-from agentcore_slime.launcher import EpisodeOutcome, EpisodeRequest, make_launcher, new_session_id
+from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, make_runner, new_session_id
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
 
 from shim.standins import make_args
@@ -51,7 +51,7 @@ def rl_app(s3_bucket: str) -> Iterator[str]:
 def run(args: Any, payloads: list[dict[str, Any]]) -> list[EpisodeOutcome]:
     async def main() -> list[EpisodeOutcome]:
         with ThreadPoolExecutor(max_workers=4) as pool:
-            launcher = make_launcher(load_config(args), pool)
+            launcher = make_runner(load_config(args), pool)
             requests = []
             for payload in payloads:
                 sid = new_session_id()

@@ -111,7 +111,15 @@ def test_thirty_percent_failures_in_one_step(
     assert all(r.levelno == logging.INFO for r in records)
     summaries = [r.getMessage() for r in records if "rollout 5:" in r.getMessage()]
     assert len(summaries) == 1
-    assert "train rollout 5: 10 episodes, 7 succeeded, 3 failed, 7 sequences" in summaries[0]
+    assert summaries[0].startswith(
+        "train rollout 5: 10 episodes, 7 succeeded, 3 failed "
+        "(infrastructure: agent_crashed 1, invoke_error 1, timeout 1), 7 sequences, "
+        "mean reward 0.4286, pass rate 0.429, 7/10 groups without reward variance, "
+    )
+    assert output.metrics["agentcore/failures/timeout"] == 1
+    assert output.metrics["agentcore/valid_episodes"] == 7
+    assert reasons == [shim_info(s)["reason"] for s in failed]
+    assert [shim_info(s)["failure"] for s in failed] == ["agent_crashed", "invoke_error", "timeout"]
     failures = [r.getMessage() for r in records if r.getMessage().startswith("episode failed")]
     assert len(failures) == 3 and all(s.session_id in " ".join(failures) for s in failed)
     assert len(records) == 4  # nothing per successful episode

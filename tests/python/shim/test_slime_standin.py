@@ -157,3 +157,46 @@ def test_call_rollout_fn_wraps_legacy_returns() -> None:
     assert isinstance(call_rollout_fn(fn, None, 0, None, evaluation=True), RolloutFnEvalOutput)
     train = call_rollout_fn(fn, None, 0, None, evaluation=False)
     assert isinstance(train, RolloutFnTrainOutput) and train.metrics is None
+
+
+def test_dynamic_filter_types_match_fa3c990() -> None:
+    """``slime/rollout/filter_hub/base_types.py`` and ``dynamic_sampling_filters.py`` at fa3c990."""
+    from slime.rollout.filter_hub.base_types import DynamicFilterOutput, MetricGatherer, call_dynamic_filter
+    from slime.rollout.filter_hub.dynamic_sampling_filters import check_reward_nonzero_std
+
+    assert [(f.name, f.default) for f in dataclasses.fields(DynamicFilterOutput)] == [
+        ("keep", dataclasses.MISSING),
+        ("reason", None),
+    ]
+    assert call_dynamic_filter(None, "args", []) == DynamicFilterOutput(keep=True)
+    assert call_dynamic_filter(lambda *a: False, "args", []) == DynamicFilterOutput(keep=False)
+    args = SimpleNamespace(reward_key=None)
+    flat = [Sample(reward=1.0), Sample(reward=1.0)]
+    assert check_reward_nonzero_std(args, flat) == DynamicFilterOutput(keep=False, reason="zero_std_1.0")
+    assert check_reward_nonzero_std(args, [Sample(reward=1.0), Sample(reward=0.0)]).keep
+    assert not check_reward_nonzero_std(args, [Sample(reward=0.5)]).keep  # torch: std of one is NaN
+    gatherer = MetricGatherer()
+    gatherer.on_dynamic_filter_drop("zero_std_1.0")
+    gatherer.on_dynamic_filter_drop(None)
+    assert gatherer.collect() == {"rollout/dynamic_filter/drop_zero_std_1.0": 1}
+
+
+def test_post_process_rewards_matches_fa3c990() -> None:
+    """``RolloutManager._post_process_rewards`` (``slime/ray/rollout.py:686-711``): positional
+    groups of n_samples_per_prompt when the count is n * rollout_batch_size, else one row."""
+    from slime.ray.rollout import RolloutManager
+
+    args = SimpleNamespace(
+        advantage_estimator="grpo", rewards_normalization=True, grpo_std_normalization=True,
+        n_samples_per_prompt=2, rollout_batch_size=2, reward_key=None,
+    )
+    samples = [Sample(reward=r) for r in (1.0, 0.0, 1.0, 1.0)]
+    raw, rewards = RolloutManager(args)._post_process_rewards(samples)
+    assert raw == [1.0, 0.0, 1.0, 1.0]
+    assert rewards == pytest.approx([0.70710, -0.70710, 0.0, 0.0], abs=1e-4)
+    _, uneven = RolloutManager(args)._post_process_rewards(samples[:3])  # one row of 3
+    assert uneven == pytest.approx([0.57735, -1.15470, 0.57735], abs=1e-4)
+    args.advantage_estimator = "ppo"
+    assert RolloutManager(args)._post_process_rewards(samples) == (raw, raw)
+    hook = RolloutManager(args, lambda a, s: ([9.0], [8.0]))
+    assert hook._post_process_rewards(samples) == ([9.0], [8.0])

@@ -52,3 +52,19 @@ def _post_process_rewards(
         return raw_rewards, result
 
     return raw_rewards, raw_rewards
+
+
+class RolloutManager:
+    """Only the reward post-processing of slime's rollout manager, as the method slime calls.
+
+    :param args: slime's args (``advantage_estimator``, ``rewards_normalization``,
+        ``grpo_std_normalization``, ``n_samples_per_prompt``, ``rollout_batch_size``).
+    :param custom_reward_post_process_func: the loaded ``--custom-reward-post-process-path``.
+    """
+
+    def __init__(self, args: Any, custom_reward_post_process_func: Callable[..., Any] | None = None) -> None:
+        self.args = args
+        self.custom_reward_post_process_func = custom_reward_post_process_func
+
+    def _post_process_rewards(self, samples: list[Any]) -> tuple[list[Any], list[Any]]:
+        return _post_process_rewards(self.args, samples, self.custom_reward_post_process_func)

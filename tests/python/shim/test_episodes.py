@@ -1,6 +1,6 @@
-"""The agent launcher against a real local S3 server (moto) and HTTP agent stand-ins.
+"""The agent episode runner against a real local S3 server (moto) and HTTP agent stand-ins.
 
-Local transport: the launcher POSTs to a :class:`StandinAgent` on loopback. ACR transport:
+Local transport: the runner POSTs to a :class:`StandinAgent` on loopback. ACR transport:
 boto3 ``bedrock-agentcore`` reaches ``fakes.acr_dataplane.AcrDataPlane`` through
 ``AWS_ENDPOINT_URL_BEDROCK_AGENTCORE``, which forwards to the same stand-in agent. Results
 are written to, listed from and read from the moto server by real boto3 calls.
@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 from agentcore_slime.config import ToolkitConfig, load_config
-from agentcore_slime.launcher import (
+from agentcore_slime.episodes import (
     EpisodeOutcome,
     EpisodeRequest,
-    Launcher,
+    EpisodeRunner,
     RateLimiter,
     build_payload,
     extract_reward,
-    make_launcher,
+    make_runner,
     new_session_id,
 )
 from fakes.acr_dataplane import AcrDataPlane
@@ -52,7 +52,7 @@ def run(
 ) -> list[EpisodeOutcome]:
     async def main() -> list[EpisodeOutcome]:
         with ThreadPoolExecutor(max_workers=8) as pool:
-            launcher = make_launcher(config, pool)
+            launcher = make_runner(config, pool)
             if launcher_hook:
                 launcher_hook(launcher)
             try:
@@ -69,9 +69,10 @@ def acr(agents: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     class Handle:
         plane: AcrDataPlane
+        agent: Any
 
         def start(self, script: Any, **faults: Any) -> AcrDataPlane:
-            agent = agents.start(script)
+            agent = self.agent = agents.start(script)
             self.plane = AcrDataPlane({ARN: agent.url}, **faults)
             monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", self.plane.start())
             return self.plane
@@ -209,7 +210,7 @@ def test_invoke_and_stop_share_one_limiter(s3_bucket: str, acr: Any) -> None:
             counted.append(time.monotonic())
             await super().acquire()
 
-    def hook(launcher: Launcher) -> None:
+    def hook(launcher: EpisodeRunner) -> None:
         launcher.limiter = Counting(1000)
 
     outcomes = run(
@@ -258,7 +259,7 @@ def test_paginated_listing(s3_bucket: str, agents: Any) -> None:
 
     watchers: list[Any] = []
 
-    def small_pages(launcher: Launcher) -> None:
+    def small_pages(launcher: EpisodeRunner) -> None:
         launcher.watcher.page_size = 2
         watchers.append(launcher.watcher)
 
@@ -291,3 +292,56 @@ def test_missing_bucket_fails_fast_instead_of_timing_out(s3_bucket: str, agents:
     [outcome] = run(local_config("no-such-bucket-here", agent.url, acr_timeout=30), [request("hang")])
     assert "cannot list s3://no-such-bucket-here/exp-test/step-1/" in str(outcome.reason)
     assert time.monotonic() - started < 30
+
+
+# --- issue 18: an invocation is never repeated, hung ones do not starve the step, results are bounded
+
+
+@pytest.mark.parametrize("fault", ["gateway_timeout_sessions", "reset_sessions"])
+def test_lost_reply_after_forwarding_ends_the_episode_without_a_second_run(
+    s3_bucket: str, acr: Any, fault: str
+) -> None:
+    """The runtime forwards the payload (the agent starts) and then answers 504 or resets the
+    connection. botocore would retry both in the same session, running the agent twice; the
+    runner does not repeat the call: the episode is an infrastructure failure, the session stopped."""
+    req = request("ok")
+    plane = acr.start(by_case({"ok": Behaviour(delay=0.05)}), **{fault: {req.session_id}})
+    started = time.monotonic()
+    [outcome] = run(load_config(make_args(agent_runtime_arn=ARN, s3_bucket=s3_bucket)), [req])
+    assert outcome.failure == "invoke_ambiguous" and str(outcome.reason).startswith("invoke failed:")
+    assert len(plane.invocations) == 1
+    assert [sid for sid, _ in acr.agent.invocations] == [req.session_id]  # the agent ran exactly once
+    assert plane.stops == [(ARN, req.session_id)]
+    assert time.monotonic() - started < 8
+
+
+def test_throttling_is_still_retried_because_it_never_reaches_the_agent(s3_bucket: str, acr: Any) -> None:
+    req = request("ok")
+    plane = acr.start(by_case({"ok": Behaviour()}), throttle_first=2)
+    [outcome] = run(load_config(make_args(agent_runtime_arn=ARN, s3_bucket=s3_bucket)), [req])
+    assert outcome.ok, outcome.reason
+    assert [i.status for i in plane.invocations] == [429, 429, 200]
+    assert len(acr.agent.invocations) == 1
+
+
+def test_huge_integer_reward_is_a_bad_reward_not_a_crash() -> None:
+    reward, reason = extract_reward({"rewards": 10**400})
+    assert reward is None and "an integer of 401 digits, not a finite number" in str(reason)
+    reward, reason = extract_reward({"rewards": [0, 10**400]})
+    assert reward is None and "not a finite number" in str(reason)
+
+
+def test_huge_integer_reward_in_s3_fails_only_its_episode(s3_bucket: str, agents: Any) -> None:
+    agent = agents.start(by_case({"big": Behaviour(result={"rewards": 10**400}), "ok": Behaviour()}))
+    outcomes = run(local_config(s3_bucket, agent.url), [request("big"), request("ok")])
+    assert outcomes[0].failure == "bad_reward" and outcomes[1].ok
+
+
+def test_oversized_result_is_unreadable(s3_bucket: str, agents: Any) -> None:
+    agent = agents.start(by_case({"big": Behaviour(result={"rewards": 1.0, "blob": "x" * 5000})}))
+
+    def small_limit(runner: EpisodeRunner) -> None:
+        runner.watcher.max_result_bytes = 4096
+
+    [outcome] = run(local_config(s3_bucket, agent.url), [request("big")], small_limit)
+    assert outcome.failure == "result_unreadable" and "larger than 4096 bytes" in str(outcome.reason)
