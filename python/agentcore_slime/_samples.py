@@ -37,6 +37,8 @@ class ShimRecord:
     :param segment: which prefix-extending segment of the episode this sample is.
     :param segments: how many segments the episode has.
     :param calls: the gateway calls (indices into the session's traces) in this segment.
+    :param failure: the failure's reason code (failed samples only; see episodes/runner.py).
+    :param failure_class: ``infrastructure`` for every failure (failed samples only).
     """
 
     kind: str
@@ -45,6 +47,8 @@ class ShimRecord:
     segment: int | None = None
     segments: int | None = None
     calls: tuple[int, ...] = ()
+    failure: str | None = None
+    failure_class: str | None = None
 
     def as_metadata(self) -> dict[str, Any]:
         """The record as stored in metadata: a dict without the fields that are unset."""

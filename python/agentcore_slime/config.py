@@ -42,7 +42,14 @@ from agentcore_slime.launch.schema import (
     rollout_keys,
 )
 
-__all__ = ["ConfigError", "SamplingSettings", "ToolkitConfig", "check_slime_args", "load_config", "sampling_settings"]
+__all__ = [
+    "ConfigError",
+    "SamplingSettings",
+    "ToolkitConfig",
+    "check_slime_args",
+    "load_config",
+    "sampling_settings",
+]
 
 #: slime rollout flags whose hooks the agent rollout never calls (the agent generates and rewards)
 UNSUPPORTED_ROLLOUT_FLAGS = {
@@ -266,7 +273,8 @@ def _rollout_flag_problems(args: Any) -> list[ConfigError]:
     problems = []
     for key, why in UNSUPPORTED_ROLLOUT_FLAGS.items():
         if getattr(args, key, None):
-            problems.append(ConfigError(f"{key}: --{key.replace('_', '-')} is set, but {why}", "remove the flag"))
+            flag = f"--{key.replace('_', '-')}"
+            problems.append(ConfigError(f"{key}: {flag} is set, but {why}", "remove the flag"))
     path = getattr(args, "dynamic_sampling_filter_path", None)
     if path:
         from agentcore_slime.sampling import load_function

@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentcore_slime._samples import KIND_FAILED, KIND_PADDING, ShimRecord
-from agentcore_slime.step_stats import INFRASTRUCTURE
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.launch.schema import KEYS_BY_NAME, expected, parse_typed
+from agentcore_slime.step_stats import INFRASTRUCTURE
 
 #: estimators whose rewards slime mean-centres per group (with rewards_normalization on)
 CENTRED_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import KIND_EPISODE, METADATA_KEY, shim_info
+from agentcore_slime._samples import KIND_EPISODE, METADATA_KEY, ShimRecord
 from agentcore_slime.config import ConfigError
 from agentcore_slime.rewards import normalize_episode_rewards
 from fakes.acr_dataplane import AcrDataPlane
@@ -288,7 +288,7 @@ def test_tail_cut_aborts_the_engine_request_through_the_real_gateway(
             plane.stop()
             agent.stop()
         [[sample]] = output.samples
-        assert sample.metadata["case"] == "fast" and shim_info(sample)["kind"] == KIND_EPISODE
+        assert sample.metadata["case"] == "fast" and ShimRecord.of(sample).kind == KIND_EPISODE
         [slow] = [sid for sid, payload in agent.invocations if payload["case"] == "slow"]
         assert (ARN, slow) in plane.stops and sample.session_id != slow
         first_rid = engine.requests[0]["rid"]
@@ -315,7 +315,7 @@ def test_hung_invocations_do_not_starve_the_step(s3_bucket: str, acr_agent: Any,
     started = time.monotonic()
     output = rollout.generate_rollout(args, 0, ListDataSource(rows("hang", "hang", "ok", "ok"), 1))
     elapsed = time.monotonic() - started
-    failures = [shim_info(g[0]).get("failure") for g in output.samples]
+    failures = [ShimRecord.of(g[0]).failure for g in output.samples]
     assert failures == ["timeout", "timeout", None, None]
     assert elapsed < 10
 

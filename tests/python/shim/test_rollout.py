@@ -118,8 +118,8 @@ def test_thirty_percent_failures_in_one_step(
     )
     assert output.metrics["agentcore/failures/timeout"] == 1
     assert output.metrics["agentcore/valid_episodes"] == 7
-    assert reasons == [shim_info(s)["reason"] for s in failed]
-    assert [shim_info(s)["failure"] for s in failed] == ["agent_crashed", "invoke_error", "timeout"]
+    assert reasons == [ShimRecord.of(s).reason for s in failed]
+    assert [ShimRecord.of(s).failure for s in failed] == ["agent_crashed", "invoke_error", "timeout"]
     failures = [r.getMessage() for r in records if r.getMessage().startswith("episode failed")]
     assert len(failures) == 3 and all(s.session_id in " ".join(failures) for s in failed)
     assert len(records) == 4  # nothing per successful episode
