@@ -17,9 +17,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime import episodes as agent_episodes
 from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, new_session_id
+from agentcore_slime.gateway.trace import CallTrace
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
