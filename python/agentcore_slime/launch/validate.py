@@ -341,6 +341,8 @@ def _unless_unset(check: Callable[[str], None], value: Value) -> None:
 def _check_over_sampling(c: dict[str, Value]) -> None:
     """slime asserts ``over_sampling_batch_size >= rollout_batch_size``; the cap must allow the
     extra groups the first fetch starts (the rollout refuses both at its first call, too late)."""
+    if c["ROLLOUT_BATCH_SIZE"] is None:
+        return  # its own problem is reported already
     target = int(str(c["ROLLOUT_BATCH_SIZE"]))
     fetch = int(str(c["OVER_SAMPLING_BATCH_SIZE"])) if c["OVER_SAMPLING_BATCH_SIZE"] is not None else target
     if fetch < target:
