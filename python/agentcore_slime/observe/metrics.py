@@ -1,0 +1,173 @@
+"""Per-step metrics of a rollout, computed over episodes (not segments or padding samples).
+
+slime's own ``rollout/*`` metrics count every training sample: the zero-reward padding
+samples and failed episodes lower the mean, and an episode whose token chain broke counts
+once per segment. These figures count each episode once and leave failed episodes out of
+the reward statistics, so they say what the agent actually scored.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from typing import Any
+
+from agentcore_slime.observe.records import EpisodeRecord
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) by linear interpolation; None for no values.
+
+    :param values: the sample.
+    :param q: the percentile.
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _spread(values: list[float]) -> dict[str, float | None]:
+    return {
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "max": max(values) if values else None,
+    }
+
+
+def _reward_stats(rewards: list[float]) -> dict[str, float | None]:
+    if not rewards:
+        return {"mean": None, "std": None, "min": None, "max": None, "pass_rate": None}
+    return {
+        "mean": statistics.fmean(rewards),
+        "std": statistics.pstdev(rewards),
+        "min": min(rewards),
+        "max": max(rewards),
+        # a pass is a positive reward, as the eval accuracy counts it
+        "pass_rate": sum(r > 0 for r in rewards) / len(rewards),
+    }
+
+
+def _groups_without_signal(records: list[EpisodeRecord]) -> int:
+    """Groups whose valid episodes (two or more) all have the same reward: zero advantage."""
+    by_group: dict[int, list[float]] = defaultdict(list)
+    for record in records:
+        if record.reward is not None:
+            by_group[record.group].append(record.reward)
+    return sum(len(rewards) >= 2 and len(set(rewards)) == 1 for rewards in by_group.values())
+
+
+def step_metrics(
+    kind: str,
+    step: int,
+    records: list[EpisodeRecord],
+    step_seconds: float,
+    *,
+    wall_time: float,
+    dataset: str = "",
+) -> dict[str, Any]:
+    """One line of ``metrics.jsonl``: what a training or eval step did.
+
+    :param kind: ``train`` or ``eval``.
+    :param step: slime's rollout id.
+    :param records: the step's episodes (for eval: one dataset's).
+    :param step_seconds: wall time of the whole step.
+    :param wall_time: the Unix time the step ended.
+    :param dataset: the eval dataset's name ("" for training).
+    """
+    failed = [r for r in records if not r.ok]
+    rewards = [r.reward for r in records if r.reward is not None]
+    calls = [call for r in records for call in r.calls]
+    seconds = [r.seconds for r in records]
+    latencies = [call.latency_ms for call in calls]
+    return {
+        "kind": kind,
+        "step": step,
+        "dataset": dataset,
+        "time": wall_time,
+        "step_seconds": step_seconds,
+        "slowest_episode_seconds": max(seconds) if seconds else None,
+        "episodes": {
+            "started": len(records),
+            "succeeded": len(records) - len(failed),
+            "failed": len(failed),
+            "failed_by_class": dict(Counter(str(r.failure_class) for r in failed)),
+            "failed_by_reason": dict(Counter(failure_reason_key(r.reason) for r in failed)),
+        },
+        "reward": _reward_stats(rewards),
+        "groups": len({r.group for r in records}),
+        "groups_without_signal": _groups_without_signal(records),
+        "samples": sum(r.samples for r in records),
+        "tokens": {
+            "prompt": sum(r.prompt_tokens for r in records),
+            "sampled": sum(r.completion_tokens for r in records),
+            "trained": sum(r.sampled_tokens for r in records),
+            "masked": sum(r.masked_tokens for r in records),
+        },
+        "turns": _spread([float(r.turns) for r in records]),
+        "episode_seconds": _spread(seconds),
+        "gateway": {
+            "calls": len(calls),
+            "latency_ms_p50": percentile(latencies, 50),
+            "latency_ms_p99": percentile(latencies, 99),
+        },
+        "chain_breaks": dict(Counter(call.chain_break for call in calls if call.chain_break)),
+        "session_seconds": sum(seconds),
+    }
+
+
+def failure_reason_key(reason: str) -> str:
+    """A failure reason without its per-episode details, so equal causes count together.
+
+    "timeout after 900s (session abc)" and "timeout after 900s (session def)" are one
+    reason: the text up to the first colon or parenthesis, at most 80 characters.
+
+    :param reason: the full reason of one failed episode.
+    """
+    head = reason
+    for mark in (":", "(", "\n"):
+        head = head.split(mark, 1)[0]
+    return head.strip()[:80] or "unknown"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def progress_line(metrics: dict[str, Any], num_rollout: int | None, elapsed: float, steps_done: int) -> str:
+    """The one line per step the terminal and the log show.
+
+    :param metrics: a :func:`step_metrics` result.
+    :param num_rollout: the run's total steps (None when unknown: no ETA).
+    :param elapsed: seconds the training steps of this process took so far.
+    :param steps_done: training steps this process finished (a resumed run starts at 0).
+    """
+    episodes, reward = metrics["episodes"], metrics["reward"]
+    name = metrics["kind"] + (f" {metrics['dataset']}" if metrics["dataset"] else "")
+    step = metrics["step"]
+    training = metrics["kind"] == "train"
+    if not training:
+        position = f"at rollout {step}"
+    else:
+        position = f"step {step + 1}/{num_rollout}" if num_rollout else f"step {step}"
+    mean = "n/a" if reward["mean"] is None else f"{reward['mean']:.3f}"
+    parts = [
+        f"{name} {position}",
+        f"reward {mean}",
+        f"episodes {episodes['succeeded']}/{episodes['started']} ok",
+    ]
+    if episodes["failed"]:
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(episodes["failed_by_reason"].items()))
+        parts.append(f"failed {episodes['failed']} ({reasons})")
+    parts.append(f"step {metrics['step_seconds']:.1f}s")
+    if num_rollout and training and steps_done and step + 1 < num_rollout:
+        per_step = elapsed / steps_done
+        parts.append(f"ETA {_duration(per_step * (num_rollout - step - 1))}")
+    return " | ".join(parts)

@@ -1,0 +1,117 @@
+"""One finished episode, summarized for metrics and the report's episode browser.
+
+An :class:`EpisodeRecord` carries what a user asks of an episode ("what did the agent do,
+what did it cost, why did it fail") and nothing that needs slime or the gateway to read:
+the rollout builds it from the gateway's call traces and the merged samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: failure classes: the agent's own outcome is reward signal, infrastructure is not
+AGENT = "agent"
+INFRASTRUCTURE = "infrastructure"
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One model call of an episode, as the report shows it.
+
+    :param messages: the request messages the agent sent.
+    :param response_message: the assistant message the gateway returned.
+    :param token_mode: ``bridged`` (prompt extended the previous call) or ``rendered``.
+    :param chain_break: why a cumulative-mode call was rendered in full ("" when it was not).
+    :param prompt_tokens: prompt length in tokens.
+    :param completion_tokens: sampled tokens.
+    :param finish_reason: ``stop``, ``length`` or ``abort``.
+    :param latency_ms: wall time of the call inside the gateway.
+    """
+
+    messages: list[dict[str, Any]]
+    response_message: dict[str, Any]
+    token_mode: str
+    chain_break: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+    latency_ms: float
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One episode of a step.
+
+    :param session_id: the gateway/ACR session id (look the runtime's logs up with it).
+    :param group: the prompt group (GRPO group) the episode belongs to.
+    :param index: the sample index within slime's batch.
+    :param reward: the agent's reward, None when the episode failed.
+    :param failure_class: None when it succeeded, else :data:`AGENT` or :data:`INFRASTRUCTURE`.
+    :param reason: why it failed ("" when it succeeded).
+    :param seconds: wall time from the session's start to its result.
+    :param calls: the episode's model calls, in order.
+    :param sampled_tokens: tokens that carry gradient (loss mask 1) in its samples.
+    :param masked_tokens: response tokens with loss mask 0 (tool results, bridges).
+    :param samples: training samples the episode became (segments of a broken chain count).
+    :param dataset: the eval dataset name ("" for training steps).
+    """
+
+    session_id: str
+    group: int
+    index: int
+    reward: float | None
+    failure_class: str | None
+    reason: str
+    seconds: float
+    calls: list[CallRecord] = field(default_factory=list)
+    sampled_tokens: int = 0
+    masked_tokens: int = 0
+    samples: int = 0
+    dataset: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the episode produced a reward."""
+        return self.failure_class is None
+
+    @property
+    def turns(self) -> int:
+        """Model calls the agent made."""
+        return len(self.calls)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens over all calls (what the engine had to prefill, before caching)."""
+        return sum(call.prompt_tokens for call in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        """Tokens the engine sampled over all calls."""
+        return sum(call.completion_tokens for call in self.calls)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (what ``episodes/<kind>-<step>.jsonl`` stores)."""
+        record = asdict(self)
+        record["turns"] = self.turns
+        return record
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EpisodeRecord:
+        """Read back what :meth:`to_json` wrote (unknown keys are ignored).
+
+        :param data: one line of an episodes file, parsed.
+        """
+        known = {name for name in cls.__dataclass_fields__}
+        fields = {k: v for k, v in data.items() if k in known}
+        fields["calls"] = [CallRecord(**call) for call in data.get("calls", [])]
+        return cls(**fields)
+
+
+def select_for_browser(records: list[EpisodeRecord], first: int) -> list[EpisodeRecord]:
+    """The episodes a step records for the browser: the first ``first`` plus every failed one.
+
+    :param records: the step's episodes, in slime's order.
+    :param first: how many episodes to keep regardless of outcome.
+    """
+    return [record for number, record in enumerate(records) if number < first or not record.ok]

@@ -1,0 +1,177 @@
+"""The run directory's record of a run: ``metrics.jsonl`` and ``episodes/<kind>-<step>.jsonl``.
+
+Both are written so that a reader (``bin/report``, ``tail -f``) never sees half a record,
+even when the run is killed mid-write: a metrics line is appended with one ``write`` on a
+descriptor opened ``O_APPEND`` (and a reader skips a last line without its newline), an
+episodes file is written beside its final name and renamed over it. Neither write follows
+a symbolic link: the run directory is the user's, and a link there is not ours to write through.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agentcore_slime.observe.metrics import progress_line, step_metrics
+from agentcore_slime.observe.records import EpisodeRecord, select_for_browser
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+EPISODES_DIR = "episodes"
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with NaN and infinities as None: strict JSON, which browsers parse."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _dumps(record: Any) -> str:
+    return json.dumps(_json_safe(record), default=str, allow_nan=False, ensure_ascii=False)
+
+
+def append_json_line(path: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as one JSON line, in one write, never through a symbolic link.
+
+    :param path: the JSONL file (created with mode 0644 less the umask).
+    :param record: a JSON-ready dict (NaN and infinities are written as null).
+    """
+    data = (_dumps(record) + "\n").encode("utf-8")
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o644)
+    try:
+        written = os.write(fd, data)
+        while written < len(data):  # a regular file takes it whole; this is belt and braces
+            written += os.write(fd, data[written:])
+    finally:
+        os.close(fd)
+
+
+def read_json_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The complete JSON lines of ``path``; a last line without its newline is still being written.
+
+    :param path: a JSONL file; a missing file reads as empty.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return
+    lines = text.split("\n")
+    for number, line in enumerate(lines[:-1], start=1):  # lines[-1] is "" or a partial line
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            logger.warning("%s:%d: not JSON, skipped", path, number)
+            continue
+        if isinstance(value, dict):
+            yield value
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``path`` whole: a temporary file beside it, renamed over it.
+
+    A reader sees the old file or the new one, never a mix; a symbolic link at ``path`` is
+    replaced, never followed.
+
+    :param path: the file to (re)write, mode 0644 less the umask.
+    :param text: its new content.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+class RunLog:
+    """Writes a run's metrics and recorded episodes, and prints the progress line.
+
+    :param run_dir: ``runs/<EXP_ID>/`` (None: nothing is written, the progress line still shows).
+    :param record_episodes: episodes per step kept for the browser, besides every failed one.
+    :param num_rollout: the run's total training steps, for the ETA (None: no ETA).
+    """
+
+    def __init__(self, run_dir: str | None, record_episodes: int, num_rollout: int | None) -> None:
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.record_episodes = record_episodes
+        self.num_rollout = num_rollout
+        self._train_seconds = 0.0
+        self._train_steps = 0
+
+    def step(
+        self,
+        kind: str,
+        step: int,
+        records: list[EpisodeRecord],
+        step_seconds: float,
+        dataset: str = "",
+    ) -> dict[str, Any]:
+        """Record one step (or one eval dataset of an eval step) and show its progress line.
+
+        A failure to write is logged, never raised: the run goes on without its record.
+
+        :param kind: ``train`` or ``eval``.
+        :param step: slime's rollout id.
+        :param records: the step's episodes.
+        :param step_seconds: wall time of the step.
+        :param dataset: the eval dataset ("" for training).
+        :returns: the metrics line.
+        """
+        metrics = step_metrics(kind, step, records, step_seconds, wall_time=time.time(), dataset=dataset)
+        if kind == "train":
+            self._train_seconds += step_seconds
+            self._train_steps += 1
+        if self.run_dir is not None:
+            try:
+                self._write(kind, step, records, metrics, dataset)
+            except OSError as exc:
+                logger.warning("could not record step %d in %s: %s", step, self.run_dir, exc)
+        line = progress_line(metrics, self.num_rollout, self._train_seconds, self._train_steps)
+        logger.info("%s", line)
+        print(f"[agentcore] {line}", file=sys.stderr, flush=True)
+        return metrics
+
+    def _write(
+        self, kind: str, step: int, records: list[EpisodeRecord], metrics: dict[str, Any], dataset: str
+    ) -> None:
+        assert self.run_dir is not None
+        append_json_line(self.run_dir / METRICS_FILE, metrics)
+        chosen = select_for_browser(records, self.record_episodes)
+        if not chosen:
+            return
+        folder = self.run_dir / EPISODES_DIR
+        folder.mkdir(exist_ok=True)
+        if folder.is_symlink():
+            raise OSError(f"{folder} is a symbolic link; not writing through it")
+        name = f"{kind}-{step:06d}" + (f"-{_safe(dataset)}" if dataset else "") + ".jsonl"
+        write_whole(folder / name, "".join(_dumps(r.to_json()) + "\n" for r in chosen))
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)

@@ -1,0 +1,40 @@
+"""``python -m agentcore_slime.report RUN_DIR``: what ``bin/report`` runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agentcore_slime.report.build import write_report
+
+PROG = "bin/report"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write RUN_DIR/report.html and print its path.
+
+    :param argv: the arguments (default: ``sys.argv[1:]``).
+    :returns: 0, or 2 when RUN_DIR is not a run directory.
+    """
+    parser = argparse.ArgumentParser(prog=PROG, description="Write RUN_DIR/report.html and print its path.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="a run directory, runs/<EXP_ID>")
+    args = parser.parse_args(argv)
+    run_dir: Path = args.run_dir
+    if not run_dir.is_dir():
+        print(f"{PROG}: {run_dir}: not a directory (pass a run directory, runs/<EXP_ID>)", file=sys.stderr)
+        return 2
+    markers = ("metrics.jsonl", "train.sh", "toolkit.yaml", "env", "episodes")
+    if not any((run_dir / name).exists() for name in markers):
+        print(
+            f"{PROG}: {run_dir}: not a run directory (no metrics.jsonl, train.sh or toolkit.yaml; "
+            "pass runs/<EXP_ID>, the directory bin/train rendered)",
+            file=sys.stderr,
+        )
+        return 2
+    print(write_report(run_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

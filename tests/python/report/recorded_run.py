@@ -1,0 +1,99 @@
+"""A recorded run directory, written through the production writer (observe.RunLog).
+
+Steps are built from known episodes so tests can check every figure against them. One
+episode's agent text holds HTML and a script tag: the report must show it as text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentcore_slime.observe import CallRecord, EpisodeRecord, RunLog
+from agentcore_slime.observe.records import AGENT, INFRASTRUCTURE
+
+HOSTILE = '<script>window.__pwned = 1</script><b>bold?</b> & "quotes"'
+
+
+def call(user: str, reply: str, *, mode: str = "bridged", chain_break: str = "") -> CallRecord:
+    """A two-message call: a user turn and the assistant's reply."""
+    return CallRecord(
+        messages=[{"role": "system", "content": "You solve math."}, {"role": "user", "content": user}],
+        response_message={"role": "assistant", "content": reply},
+        token_mode=mode,
+        chain_break=chain_break,
+        prompt_tokens=100,
+        completion_tokens=20,
+        finish_reason="stop",
+        latency_ms=3.5,
+    )
+
+
+def step_records(step: int) -> list[EpisodeRecord]:
+    """Four episodes in two groups: rewards depend on the step; one infrastructure failure."""
+    good = 1.0 if step > 0 else 0.0
+    tool_call = CallRecord(
+        messages=[
+            {"role": "user", "content": f"step {step}: what is 2+2?"},
+        ],
+        response_message={
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "function": {"name": "calculator", "arguments": '{"e": "2+2"}'}}],
+        },
+        token_mode="rendered",
+        chain_break="",
+        prompt_tokens=80,
+        completion_tokens=12,
+        finish_reason="stop",
+        latency_ms=4.0,
+    )
+    second = CallRecord(
+        messages=[
+            {"role": "user", "content": f"step {step}: what is 2+2?"},
+            tool_call.response_message,
+            {"role": "tool", "tool_call_id": "c1", "content": "4"},
+        ],
+        response_message={"role": "assistant", "content": "The answer is 4."},
+        token_mode="bridged",
+        chain_break="",
+        prompt_tokens=110,
+        completion_tokens=8,
+        finish_reason="stop",
+        latency_ms=2.5,
+    )
+    return [
+        EpisodeRecord(f"s{step}-0", 0, 0, good, None, "", 10.0, [tool_call, second], 20, 5, 1),
+        EpisodeRecord(f"s{step}-1", 0, 1, 0.0, None, "", 12.0, [call(HOSTILE, HOSTILE)], 20, 0, 1),
+        EpisodeRecord(
+            f"s{step}-2", 1, 2, None, INFRASTRUCTURE, "timeout: no result after 900s", 900.0, [], 0, 0, 1
+        ),
+        EpisodeRecord(
+            f"s{step}-3",
+            1,
+            3,
+            1.0,
+            None,
+            "",
+            20.0,
+            [call("q", "a"), call("q2", "a2", mode="rendered", chain_break="template changed history")],
+            40,
+            0,
+            2,
+        ),
+    ]
+
+
+def agent_failure(step: int) -> EpisodeRecord:
+    """An episode the agent itself failed (its error result): reward signal, not infrastructure."""
+    return EpisodeRecord(f"s{step}-a", 2, 4, None, AGENT, "agent error: ValueError", 5.0, [], 0, 0, 1)
+
+
+def write_run(run_dir: Path, steps: int = 3, record_episodes: int = 2) -> RunLog:
+    """``steps`` training steps and one eval step, written as the rollout writes them."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "train.sh").write_text("#!/usr/bin/env bash\n")
+    log = RunLog(str(run_dir), record_episodes=record_episodes, num_rollout=10)
+    for step in range(steps):
+        log.step("train", step, step_records(step), step_seconds=30.0 + step)
+    log.step("eval", steps - 1, step_records(steps)[:2], step_seconds=5.0, dataset="gsm8k")
+    return log
