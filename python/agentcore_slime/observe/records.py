@@ -38,6 +38,39 @@ class CallRecord:
     finish_reason: str
     latency_ms: float
 
+    @classmethod
+    def from_trace(cls, trace: Any) -> CallRecord:
+        """The record of one gateway call trace (``agentcore_slime.gateway.trace.CallTrace``).
+
+        :param trace: the gateway's record of the call.
+        """
+        return cls(
+            messages=list(trace.messages),
+            response_message=dict(trace.response_message),
+            token_mode=str(trace.token_mode),
+            chain_break=str(trace.chain_break),
+            prompt_tokens=len(trace.prompt_token_ids),
+            completion_tokens=len(trace.completion_token_ids),
+            finish_reason=str(trace.finish_reason),
+            latency_ms=float(trace.latency_ms),
+        )
+
+
+def token_counts(samples: list[Any]) -> tuple[int, int]:
+    """Response tokens of ``samples`` that carry gradient (loss mask 1) and that do not.
+
+    :param samples: the slime Samples an episode became (failed and padding samples count 0).
+    """
+    sampled = masked = 0
+    for sample in samples:
+        mask = getattr(sample, "loss_mask", None) or []
+        if getattr(sample, "remove_sample", False):
+            continue  # a zero-gradient stand-in for a failed episode, not the episode's tokens
+        ones = sum(1 for bit in mask if bit)
+        sampled += ones
+        masked += len(mask) - ones
+    return sampled, masked
+
 
 @dataclass(frozen=True)
 class EpisodeRecord:

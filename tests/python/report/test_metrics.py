@@ -123,3 +123,31 @@ def test_run_log_writes_metrics_and_episodes_and_survives_a_bad_run_dir(
     broken = RunLog(str(tmp_path / "missing" / "dir"), record_episodes=1, num_rollout=None)
     broken.step("train", 0, step_records(0), 1.0)
     assert "train step 0" in capsys.readouterr().err
+
+
+def test_call_records_come_from_gateway_traces_and_tokens_from_loss_masks() -> None:
+    from types import SimpleNamespace
+
+    from agentcore_slime.gateway.trace import CallTrace
+    from agentcore_slime.observe.records import CallRecord, token_counts
+
+    trace = CallTrace(
+        prompt_token_ids=[1, 2, 3],
+        completion_token_ids=[4, 5],
+        logprobs=[-0.1, -0.2],
+        finish_reason="stop",
+        messages=[{"role": "user", "content": "hi"}],
+        response_message={"role": "assistant", "content": "yo"},
+        token_mode="bridged",
+        chain_break="",
+        latency_ms=1.25,
+    )
+    record = CallRecord.from_trace(trace)
+    assert (record.prompt_tokens, record.completion_tokens, record.token_mode) == (3, 2, "bridged")
+    assert record.messages == [{"role": "user", "content": "hi"}] and record.latency_ms == 1.25
+    samples = [
+        SimpleNamespace(loss_mask=[1, 1, 0, 0, 0, 1], remove_sample=False),
+        SimpleNamespace(loss_mask=[1], remove_sample=False),
+        SimpleNamespace(loss_mask=[0], remove_sample=True),  # a failed episode's stand-in
+    ]
+    assert token_counts(samples) == (4, 3)
