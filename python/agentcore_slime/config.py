@@ -95,6 +95,7 @@ class ToolkitConfig:
     :param infra_failures: ``exclude`` or ``zero-reward`` (see :data:`INFRA_FAILURE_MODES`).
     :param max_extra_groups: groups a step may start beyond ``rollout_batch_size`` (None = the
         over-sampling batch size).
+    :param record_episodes: episodes per step recorded for the report (plus every failed one).
     :param source: where the settings came from (named in error messages).
     """
 
@@ -118,6 +119,7 @@ class ToolkitConfig:
     result_poll_interval: float
     infra_failures: str
     max_extra_groups: int | None
+    record_episodes: int
     source: str = "toolkit.yaml"
 
     @property

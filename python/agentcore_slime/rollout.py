@@ -41,6 +41,8 @@ from agentcore_slime.config import (
 )
 from agentcore_slime.episodes import EpisodeRequest, EpisodeRunner, make_runner, new_session_id
 from agentcore_slime.gateway.trace import CallTrace
+from agentcore_slime.observe import CallRecord, EpisodeRecord, RunLog
+from agentcore_slime.observe.records import token_counts
 from agentcore_slime.sampling import SamplingOutcome, SamplingPlan, Verdict, load_function, sample_groups
 from agentcore_slime.step_stats import INFRASTRUCTURE, GroupRecord, StepStats
 from agentcore_slime.traces import merge_traces_to_samples
@@ -133,10 +135,15 @@ class Runtime:
     """
 
     def __init__(
-        self, config: ToolkitConfig, gateway: GatewayLike, runner_factory: RunnerFactory
+        self,
+        config: ToolkitConfig,
+        gateway: GatewayLike,
+        runner_factory: RunnerFactory,
+        run_log: RunLog | None = None,
     ) -> None:
         self.config = config
         self.gateway = gateway
+        self.run_log = run_log or RunLog(None, config.record_episodes, None)
         self.executor = ThreadPoolExecutor(
             max_workers=config.max_pool_connections, thread_name_prefix="agentcore-io"
         )
@@ -192,7 +199,7 @@ class _State:
                 sampling_settings(args, config)
                 gateway = self.gateway_factory(config, args)
                 try:
-                    self.runtime = Runtime(config, gateway, self.runner_factory)
+                    self.runtime = Runtime(config, gateway, self.runner_factory, _run_log(args, config))
                 except BaseException:
                     gateway.shutdown()
                     raise
@@ -210,6 +217,21 @@ _STATE = _State()
 atexit.register(_STATE.reset)
 
 
+def _run_log(args: Any, config: ToolkitConfig) -> RunLog:
+    """Where the run's metrics and recorded episodes go: the directory of toolkit.yaml.
+
+    bin/train renders toolkit.yaml into ``runs/<EXP_ID>/`` and passes it with
+    ``--custom-config-path``, so that directory is the run directory. Without it (the rollout
+    run by hand), ``TOOLKIT_RUN_DIR`` names one; with neither, only the progress line shows.
+    """
+    config_path = getattr(args, "custom_config_path", None)
+    run_dir = os.environ.get("TOOLKIT_RUN_DIR") or None
+    if config_path and os.path.isdir(os.path.dirname(os.path.abspath(str(config_path)))):
+        run_dir = os.path.dirname(os.path.abspath(str(config_path)))
+    num_rollout = getattr(args, "num_rollout", None)
+    return RunLog(run_dir, config.record_episodes, num_rollout if isinstance(num_rollout, int) else None)
+
+
 @dataclass
 class _Episode:
     template: Any
@@ -218,6 +240,8 @@ class _Episode:
     input_id: str
     sampling: dict[str, Any]
     session_id: str = field(default_factory=new_session_id)
+    started: float = 0.0  #: monotonic time the session started (0 = never started)
+    ended: float = 0.0  #: monotonic time the session ended
 
 
 @dataclass
@@ -274,6 +298,7 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
         )
     sid = episode.session_id
     async with slots:
+        episode.started = time.monotonic()
         try:
             base_url = await runtime.call(runtime.gateway.create_session, sid, dict(episode.sampling))
         except Exception as exc:
@@ -295,6 +320,7 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
             )
         finally:
             await asyncio.shield(_end_gateway_session(runtime, sid, aborted))
+            episode.ended = time.monotonic()
     if not outcome.ok or outcome.reward is None:
         return _failed(episode, outcome.failure or "bad_reward", outcome.reason or "no reward", traces)
     merge = partial(
@@ -331,6 +357,35 @@ def _train_sampling(args: Any) -> dict[str, Any]:
         "max_new_tokens": getattr(args, "rollout_max_response_len", None),
     }
     return {k: v for k, v in sampling.items() if v is not None}
+
+
+def _episode_record(result: _Result, dataset: str = "") -> EpisodeRecord:
+    """What the run directory keeps of one episode (metrics, the report's browser)."""
+    episode = result.episode
+    sampled, masked = token_counts(result.samples) if result.ok else (0, 0)
+    return EpisodeRecord(
+        session_id=episode.session_id,
+        group=int(getattr(episode.template, "group_index", None) or 0),
+        index=int(getattr(episode.template, "index", None) or 0),
+        reward=result.reward if result.ok else None,
+        failure_class=None if result.ok else INFRASTRUCTURE,
+        reason=result.reason or "",
+        seconds=max(0.0, episode.ended - episode.started) if episode.started else 0.0,
+        calls=[CallRecord.from_trace(trace) for trace in result.traces],
+        sampled_tokens=sampled,
+        masked_tokens=masked,
+        samples=len(result.samples) if result.ok else 0,
+        dataset=dataset,
+        failure="" if result.ok else (result.failure or "unknown"),
+    )
+
+
+async def _record_step(
+    runtime: Runtime, kind: str, rollout_id: int, results: list[_Result], seconds: float, **extra: Any
+) -> None:
+    """metrics.jsonl, episodes/ and the progress line, written off the event loop."""
+    records = [_episode_record(r, extra.get("dataset", "")) for r in results]
+    await runtime.call(partial(runtime.run_log.step, kind, rollout_id, records, seconds, **extra))
 
 
 def _log_failures(results: list[_Result]) -> None:
@@ -569,6 +624,8 @@ async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source:
     stats.sequences = sum(len(r.samples) for r in results if r.ok)
     if not any(r.ok for r in results):
         _log_failures(results)
+        stats.seconds = time.monotonic() - started
+        await _record_step(runtime, "train", rollout_id, results, stats.seconds, sampling=stats.as_dict())
         reasons = sorted({str(r.reason) for r in results})
         raise RuntimeError(
             f"rollout {rollout_id}: all {len(results)} episodes failed; not training on nothing. "
@@ -579,6 +636,7 @@ async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source:
     runtime.last_step = stats
     _log_failures(results)
     logger.info("%s", stats.log_line())
+    await _record_step(runtime, "train", rollout_id, results, stats.seconds, sampling=stats.as_dict())
     return RolloutFnTrainOutput(samples=output, metrics=stats.metrics())
 
 
@@ -621,6 +679,7 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
     await _write_trace_log(runtime, rollout_id, "eval", results)
     data: dict[str, dict[str, Any]] = {}
     metrics: dict[str, Any] = {}
+    seconds = time.monotonic() - started
     for slot, spec in enumerate(specs):
         mine = [r for r in results if r.episode.slot == slot]
         rewards = [r.reward if r.reward is not None else 0.0 for r in mine]
@@ -635,6 +694,7 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
         metrics[f"eval/{spec.name}/mean_reward"] = sum(rewards) / count if count else 0.0
         metrics[f"eval/{spec.name}/count"] = count
         metrics[f"eval/{spec.name}/failed"] = sum(not r.ok for r in mine)
+        await _record_step(runtime, "eval", rollout_id, mine, seconds, dataset=spec.name)
     _log_summary("eval", rollout_id, results, sum(len(r.samples) for r in results if r.ok), started)
     return RolloutFnEvalOutput(data=data, metrics=metrics)
 

@@ -329,6 +329,14 @@ KEYS: tuple[Key, ...] = (
         "seconds between two S3 LISTs of a step's result prefix",
         rollout=True,
     ),
+    Key(
+        "RECORD_EPISODES",
+        Kind.INT,
+        "8",
+        "episodes per step kept in runs/<EXP_ID>/episodes/ for bin/report, besides every failed one",
+        minimum=0,
+        rollout=True,
+    ),
     # --- rollout and training hyperparameters ---
     _pos_int("ROLLOUT_BATCH_SIZE", "32", "prompts per rollout"),
     _pos_int("N_SAMPLES_PER_PROMPT", "8", "episodes per prompt (the GRPO group)"),

@@ -96,7 +96,7 @@ def step_metrics(
             "succeeded": len(records) - len(failed),
             "failed": len(failed),
             "failed_by_class": dict(Counter(str(r.failure_class) for r in failed)),
-            "failed_by_reason": dict(Counter(failure_reason_key(r.reason) for r in failed)),
+            "failed_by_reason": dict(Counter(r.failure or failure_reason_key(r.reason) for r in failed)),
         },
         "reward": _reward_stats(rewards),
         "groups": len({r.group for r in records}),

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: failure classes: the agent's own outcome is reward signal, infrastructure is not
-AGENT = "agent"
-INFRASTRUCTURE = "infrastructure"
+from agentcore_slime.step_stats import INFRASTRUCTURE
+
+__all__ = ["INFRASTRUCTURE", "CallRecord", "EpisodeRecord", "select_for_browser", "token_counts"]
 
 
 @dataclass(frozen=True)
@@ -80,14 +80,16 @@ class EpisodeRecord:
     :param group: the prompt group (GRPO group) the episode belongs to.
     :param index: the sample index within slime's batch.
     :param reward: the agent's reward, None when the episode failed.
-    :param failure_class: None when it succeeded, else :data:`AGENT` or :data:`INFRASTRUCTURE`.
-    :param reason: why it failed ("" when it succeeded).
+    :param failure_class: None when it succeeded (any reward the agent returned is signal), else
+        :data:`INFRASTRUCTURE` (see docs/rollout.md for where the boundary lies).
+    :param reason: why it failed, in full ("" when it succeeded).
     :param seconds: wall time from the session's start to its result.
     :param calls: the episode's model calls, in order.
     :param sampled_tokens: tokens that carry gradient (loss mask 1) in its samples.
     :param masked_tokens: response tokens with loss mask 0 (tool results, bridges).
     :param samples: training samples the episode became (segments of a broken chain count).
     :param dataset: the eval dataset name ("" for training steps).
+    :param failure: the failure's reason code (``timeout``, ``invoke_error``, ...; "" when none).
     """
 
     session_id: str
@@ -102,6 +104,7 @@ class EpisodeRecord:
     masked_tokens: int = 0
     samples: int = 0
     dataset: str = ""
+    failure: str = ""
 
     @property
     def ok(self) -> bool:

@@ -131,6 +131,7 @@ class RunLog:
         records: list[EpisodeRecord],
         step_seconds: float,
         dataset: str = "",
+        sampling: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record one step (or one eval dataset of an eval step) and show its progress line.
 
@@ -141,9 +142,12 @@ class RunLog:
         :param records: the step's episodes.
         :param step_seconds: wall time of the step.
         :param dataset: the eval dataset ("" for training).
+        :param sampling: the step's group counts (started, aborted, dropped, ...), kept as they are.
         :returns: the metrics line.
         """
         metrics = step_metrics(kind, step, records, step_seconds, wall_time=time.time(), dataset=dataset)
+        if sampling is not None:
+            metrics["sampling"] = sampling
         if kind == "train":
             self._train_seconds += step_seconds
             self._train_steps += 1
@@ -153,7 +157,7 @@ class RunLog:
             except OSError as exc:
                 logger.warning("could not record step %d in %s: %s", step, self.run_dir, exc)
         line = progress_line(metrics, self.num_rollout, self._train_seconds, self._train_steps)
-        logger.info("%s", line)
+        # stderr, not the logger: slime's job log and the terminal show it whatever the log config
         print(f"[agentcore] {line}", file=sys.stderr, flush=True)
         return metrics
 

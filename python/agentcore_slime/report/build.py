@@ -44,6 +44,7 @@ class RunData:
     train: list[dict[str, Any]] = field(default_factory=list)
     eval: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     episode_files: list[EpisodeFile] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)  #: bin/eval's summary.json files
 
     @property
     def exp_id(self) -> str:
@@ -72,7 +73,21 @@ def load_run(run_dir: Path) -> RunData:
     data.train = [train[s] for s in sorted(train)]
     data.eval = {name: [steps[s] for s in sorted(steps)] for name, steps in sorted(evals.items())}
     data.episode_files = _episode_files(run_dir / EPISODES_DIR)
+    data.evaluations = _evaluations(run_dir / "eval")
     return data
+
+
+def _evaluations(folder: Path) -> list[dict[str, Any]]:
+    """bin/eval's ``eval/<UTC time>/summary.json`` files, oldest first, each with its ``when``."""
+    found = []
+    for path in sorted(folder.glob("*/summary.json")) if folder.is_dir() else []:
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # an evaluation still being written, or a broken file: not this page's to fail
+        if isinstance(summary, dict):
+            found.append({**summary, "when": path.parent.name})
+    return found
 
 
 def _episode_files(folder: Path) -> list[EpisodeFile]:

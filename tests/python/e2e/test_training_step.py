@@ -427,3 +427,43 @@ def test_training_step_through_the_acr_transport(
             payload = json.loads(call.body)
             assert payload["_rollout"]["s3_bucket"] == stand.bucket
             assert payload["_rollout"]["exp_id"] == "e2e-acr"
+
+
+def test_the_run_directory_records_what_the_rehearsal_ran(
+    stand: Stand, fresh_rollout: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """metrics.jsonl, episodes/ and the report of one training and one eval step match the
+    episodes the agent really ran (rewards from S3, the failed episode's reason code)."""
+    from agentcore_slime._samples import ShimRecord
+    from agentcore_slime.observe import read_json_lines
+    from agentcore_slime.report import write_report
+
+    stand.policy.reset()
+    run_dir = tmp_path / "runs" / "e2e-metrics"
+    run_dir.mkdir(parents=True)
+    args = slime_args(stand, "e2e-metrics", custom_config_path=str(run_dir / "toolkit.yaml"), num_rollout=3)
+    data_source = ListDataSource.from_jsonl(stand.train_path, N_SAMPLES)
+    output = rollout.generate_rollout(args, 0, data_source, evaluation=False)
+    step = check_training_step(stand, args, output, segments=1)
+    rollout.generate_rollout(args, 0, data_source, evaluation=True)
+
+    train, evaluation = list(read_json_lines(run_dir / "metrics.jsonl"))
+    rewards = [r["rewards"] for sid, r in step["results"].items() if sid != step["failed"]]
+    [failed_sample] = step["episodes"][step["failed"]]
+    episodes = train["episodes"]
+    assert (episodes["started"], episodes["succeeded"], episodes["failed"]) == (8, 7, 1)
+    assert episodes["failed_by_reason"] == {ShimRecord.of(failed_sample).failure: 1}
+    assert episodes["failed_by_class"] == {"infrastructure": 1}
+    assert train["reward"]["mean"] == pytest.approx(sum(rewards) / len(rewards)) == pytest.approx(4 / 7)
+    assert train["groups_without_signal"] == 2  # "right" and "wrong"; fail_first has one valid episode
+    assert train["samples"] == 7 and train["gateway"]["calls"] >= 14
+    assert train["sampling"]["groups_trained"] == len(TRAIN_PLANS)
+    assert (evaluation["kind"], evaluation["dataset"]) == ("eval", "gsm8k")
+    assert evaluation["reward"]["mean"] == pytest.approx(0.75)
+    assert "[agentcore] train step 1/3 | reward 0.571" in capsys.readouterr().err
+
+    recorded = list(read_json_lines(run_dir / "episodes" / "train-000000.jsonl"))
+    assert step["failed"] in {r["session_id"] for r in recorded}, "every failed episode is recorded"
+    assert all(r["calls"] for r in recorded if r["failure_class"] is None)
+    page = write_report(run_dir).read_text()
+    assert step["failed"] in page and "Evaluation: gsm8k" in page

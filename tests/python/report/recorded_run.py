@@ -6,10 +6,11 @@ episode's agent text holds HTML and a script tag: the report must show it as tex
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from agentcore_slime.observe import CallRecord, EpisodeRecord, RunLog
-from agentcore_slime.observe.records import AGENT, INFRASTRUCTURE
+from agentcore_slime.observe.records import INFRASTRUCTURE
 
 HOSTILE = '<script>window.__pwned = 1</script><b>bold?</b> & "quotes"'
 
@@ -65,7 +66,18 @@ def step_records(step: int) -> list[EpisodeRecord]:
         EpisodeRecord(f"s{step}-0", 0, 0, good, None, "", 10.0, [tool_call, second], 20, 5, 1),
         EpisodeRecord(f"s{step}-1", 0, 1, 0.0, None, "", 12.0, [call(HOSTILE, HOSTILE)], 20, 0, 1),
         EpisodeRecord(
-            f"s{step}-2", 1, 2, None, INFRASTRUCTURE, "timeout: no result after 900s", 900.0, [], 0, 0, 1
+            f"s{step}-2",
+            1,
+            2,
+            None,
+            INFRASTRUCTURE,
+            "no result after 900s",
+            900.0,
+            [],
+            0,
+            0,
+            1,
+            failure="timeout",
         ),
         EpisodeRecord(
             f"s{step}-3",
@@ -84,8 +96,21 @@ def step_records(step: int) -> list[EpisodeRecord]:
 
 
 def agent_failure(step: int) -> EpisodeRecord:
-    """An episode the agent itself failed (its error result): reward signal, not infrastructure."""
-    return EpisodeRecord(f"s{step}-a", 2, 4, None, AGENT, "agent error: ValueError", 5.0, [], 0, 0, 1)
+    """An episode whose agent crashed (no reward): an infrastructure failure with its own code."""
+    return EpisodeRecord(
+        f"s{step}-a",
+        2,
+        4,
+        None,
+        INFRASTRUCTURE,
+        "agent error: ValueError",
+        5.0,
+        [],
+        0,
+        0,
+        1,
+        failure="agent_crashed",
+    )
 
 
 def write_run(run_dir: Path, steps: int = 3, record_episodes: int = 2) -> RunLog:
@@ -96,4 +121,16 @@ def write_run(run_dir: Path, steps: int = 3, record_episodes: int = 2) -> RunLog
     for step in range(steps):
         log.step("train", step, step_records(step), step_seconds=30.0 + step)
     log.step("eval", steps - 1, step_records(steps)[:2], step_seconds=5.0, dataset="gsm8k")
+    evaluation = run_dir / "eval" / "20261123T101500Z"
+    evaluation.mkdir(parents=True)
+    summary = {
+        "checkpoint": "/models/base",
+        "rows": 4,
+        "episodes": 8,
+        "accuracy": 0.625,
+        "mean_reward": 0.625,
+        "pass_at_k": {"1": 0.625, "2": 0.75},
+        "failed": 1,
+    }
+    (evaluation / "summary.json").write_text(json.dumps(summary))
     return log

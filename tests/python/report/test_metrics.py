@@ -19,8 +19,8 @@ def test_step_metrics_count_episodes_and_keep_failures_out_of_the_reward() -> No
     metrics = step_metrics("train", 1, records, 42.0, wall_time=1.0)
     episodes = metrics["episodes"]
     assert (episodes["started"], episodes["succeeded"], episodes["failed"]) == (5, 3, 2)
-    assert episodes["failed_by_class"] == {"infrastructure": 1, "agent": 1}
-    assert episodes["failed_by_reason"] == {"timeout": 1, "agent error": 1}
+    assert episodes["failed_by_class"] == {"infrastructure": 2}
+    assert episodes["failed_by_reason"] == {"timeout": 1, "agent_crashed": 1}
     # rewards of the three valid episodes only: 1, 0, 1 (the failures are not zeros)
     assert metrics["reward"]["mean"] == pytest.approx(2 / 3)
     assert metrics["reward"]["pass_rate"] == pytest.approx(2 / 3)

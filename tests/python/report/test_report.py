@@ -35,6 +35,9 @@ def test_the_report_shows_every_step_plot_and_recorded_episode(run_dir: Path) ->
     assert table.count("<tr>") == 1 + 3  # header + three steps
     assert "timeout: 1" in table
     assert "Evaluation: gsm8k" in page
+    evaluations = page.split('<table id="evaluations">', 1)[1].split("</table>", 1)[0]
+    assert "20261123T101500Z" in evaluations and "/models/base" in evaluations
+    assert "@1 0.625, @2 0.750" in evaluations
     for step in range(3):
         assert f'id="episodes-train-{step}"' in page
         assert f"<code>s{step}-2</code>" in page  # the failed episode
