@@ -271,7 +271,7 @@ def check_variant(config: Config, variant: Variant) -> list[str]:
     if nodes > 1 and not variant.colocate:
         raise ConfigError(
             f"NUM_NODES={nodes} works with the colocated variants only (this one splits the GPUs)",
-            "use --variant sync (or eval) for a multi-node run, or NUM_NODES=1",
+            "use --variant sync (colocated) for a multi-node run, or NUM_NODES=1",
         )
     if variant.colocate:
         for name in ("TP_SIZE", "ROLLOUT_GPUS_PER_ENGINE"):
