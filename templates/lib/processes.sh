@@ -119,9 +119,12 @@ stop_ray_processes() { # <uid> <pattern>
     die "Ray processes of this user survived SIGKILL (PIDs: ${TOOLKIT_LEFT[*]}); stop them with 'kill -9 PID' and rerun"
 }
 
-# kill_ray_processes_now UID PATTERN: SIGKILL one Ray node's processes at once (second Ctrl-C).
+# kill_ray_processes_now UID PATTERN: SIGKILL one Ray node's processes at once (second Ctrl-C),
+# and give the kernel up to 2 s to take them away.
 kill_ray_processes_now() { # <uid> <pattern>
   local -a pids=()
   mapfile -t pids < <(ray_process_tree "$1" "$2")
-  ((${#pids[@]} == 0)) || kill -KILL "${pids[@]}" 2>/dev/null || true
+  ((${#pids[@]} > 0)) || return 0
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+  wait_gone 2 "${pids[@]}" || true
 }
