@@ -40,6 +40,7 @@ PIN_MBRIDGE="89eb10887887bc74853f89a4de258c0702932a1c"   # ISEEKYAN/mbridge (--n
 PIN_MEGATRON_BRIDGE="6fde1c8538ea4ad966c7fba5f759be54f943b598" # radixark/Megatron-Bridge (--no-deps)
 PIN_MODELOPT=">=0.37.0"           # nvidia-modelopt[torch]
 PIN_SGLANG="0.5.13"               # pre-releases allowed while resolving
+PIN_RAY="2.60.0"                  # ray[default]: the toolkit's token authentication is tested with it
 PIN_SGLANG_ROUTER_WHEEL="https://github.com/zhuzilin/sgl-router/releases/download/v0.3.2-1117d05/sglang_router-0.3.2-cp38-abi3-manylinux_2_28_x86_64.whl"
 PIN_CUTLASS_DSL="4.5.2"           # nvidia-cutlass-dsl-libs-base, reinstalled --no-deps
 PIN_MEGATRON="1dcf0dafa884ad52ffb243625717a3471643e087"  # NVIDIA/Megatron-LM, editable install
@@ -404,6 +405,10 @@ done_slime_clone() { clone_at "$SLIME_DIR" "$PIN_SLIME"; }
 title_slime_requirements() { echo "slime's requirements.txt"; }
 step_slime_requirements() { pip_install -r "$SLIME_DIR/requirements.txt"; }
 
+title_ray() { echo "ray[default] $PIN_RAY (slime's requirements leave it unpinned)"; }
+step_ray() { pip_install "ray[default]==$PIN_RAY"; }
+done_ray() { satisfied ray "==$PIN_RAY"; }
+
 title_slime_install() { echo "slime, editable, --no-deps"; }
 step_slime_install() { pip_install -e "$SLIME_DIR" --no-deps; }
 done_slime_install() { satisfied slime "url:file://$SLIME_DIR"; }
@@ -442,7 +447,7 @@ done_sglang_patches() {
 title_project() { echo "this project's Python package ($PROJECT_DIR) with bin/train's helpers, stack pins held"; }
 step_project() {
   run_cmd write_file "$STATE_DIR/constraints.txt" "torch==$PIN_TORCH+$TORCH_BACKEND" "numpy$PIN_NUMPY" "scipy$PIN_SCIPY" \
-    "sglang==$PIN_SGLANG" "transformer_engine==$PIN_TE"
+    "sglang==$PIN_SGLANG" "transformer_engine==$PIN_TE" "ray==$PIN_RAY"
   pip_install -e "${PROJECT_DIR}[launcher]" --constraint "$STATE_DIR/constraints.txt"
 }
 done_project() { # the [launcher] extra lets bin/train run with this environment's python3
@@ -464,7 +469,7 @@ plan_steps() {
   STEPS+=(torch build_tools flash_attn mbridge fla transformer_engine apex torch_memory_saver
     megatron_bridge sglang)
   ((CUDA_MAJOR == 12)) && STEPS+=(sglang_cu129_kernels)
-  STEPS+=(megatron_clone megatron_install cutlass_pyjwt slime_clone slime_requirements slime_install
+  STEPS+=(megatron_clone megatron_install cutlass_pyjwt slime_clone slime_requirements ray slime_install
     sglang_router numpy_scipy megatron_patch sglang_patches project)
 }
 
@@ -565,7 +570,7 @@ print_summary() {
   cat <<EOF
 install_slime: done ($VARIANT, CUDA $CUDA_RELEASE at $CUDA_HOME)
   python env:   $ENV_DIR (python $PY_VERSION)$([[ -z $NEW_VENV ]] || printf '; activate it with: source %s/bin/activate' "$ENV_DIR")
-  torch:        $PIN_TORCH+$TORCH_BACKEND, flash-attn $PIN_FLASH_ATTN, TransformerEngine $PIN_TE, SGLang $PIN_SGLANG
+  torch:        $PIN_TORCH+$TORCH_BACKEND, flash-attn $PIN_FLASH_ATTN, TransformerEngine $PIN_TE, SGLang $PIN_SGLANG, Ray $PIN_RAY
   Megatron-LM:  $MEGATRON_DIR (at $PIN_MEGATRON, slime's megatron.patch applied)
   slime:        $SLIME_DIR (at $PIN_SLIME)
   toolkit:      $PROJECT_DIR (editable)

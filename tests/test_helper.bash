@@ -24,7 +24,7 @@ setup() {
   local var
   for var in $(compgen -e); do
     case "$var" in
-      TOOLKIT_* | XDG_* | CUDA_VISIBLE_DEVICES | CUDA_HOME | LD_LIBRARY_PATH | WANDB_* | AWS_* | VIRTUAL_ENV | CONDA_*)
+      TOOLKIT_* | RAY_* | XDG_* | CUDA_VISIBLE_DEVICES | CUDA_HOME | LD_LIBRARY_PATH | WANDB_* | AWS_* | VIRTUAL_ENV | CONDA_*)
         unset "$var"
         ;;
     esac

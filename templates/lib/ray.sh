@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# ray.sh: start the Ray head, submit the slime job, and stop both on exit or Ctrl-C.
-
-TOOLKIT_RAY_DASHBOARD=http://127.0.0.1:8265
+# ray.sh: this run's Ray node (token authentication, one run at a time, ports), the head's
+# wait for worker GPUs, the slime job, and a bounded stop on exit, Ctrl-C or TERM.
+# The caller sets RAY_TEMP_DIR, RAY_PORT, RAY_DASHBOARD_PORT, RAY_CLIENT_SERVER_PORT and
+# RAY_DASHBOARD_AGENT_PORT (plain shell variables, not exported: Ray never reads them).
 
 # Credentials that workers inherit from the environment of `ray start` (never on argv).
 TOOLKIT_SECRET_VARS=(WANDB_API_KEY WANDB_ENTITY WANDB_BASE_URL AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
@@ -23,11 +24,186 @@ export_worker_env() {
   say "workers inherit: ${inherited[*]:-no credentials}"
 }
 
-# start_ray_head NUM_GPUS: start a single-node Ray head (stopped again by the cleanup trap).
+# ray_dashboard_url: the head's job/state API address.
+ray_dashboard_url() {
+  printf 'http://127.0.0.1:%s' "$RAY_DASHBOARD_PORT"
+}
+
+# ray_has_token_auth: true when this Ray knows token authentication (Ray >= 2.52 has
+# `ray get-auth-token`; older Rays, such as some slime containers', do not).
+ray_has_token_auth() {
+  ray get-auth-token --help >/dev/null 2>&1
+}
+
+# ensure_token_file FILE: reuse FILE (made mode 0600) or create it with a random token.
+# The token is written by python3 straight into the file: never printed, never on argv.
+ensure_token_file() { # <file>
+  local file=$1
+  if [[ -s $file ]]; then
+    chmod 600 "$file" || die "cannot chmod 600 $file (is it yours?)"
+    say "Ray token authentication: using $file"
+    return 0
+  fi
+  (
+    umask 077
+    mkdir -p "$(dirname "$file")"
+    python3 -c 'import secrets, sys; sys.stdout.write(secrets.token_hex(32))' >"$file.new.$$"
+    mv -f "$file.new.$$" "$file"
+  ) || die "cannot create the Ray token file $file (set TOOLKIT_RAY_TOKEN_FILE to a writable path)"
+  say "Ray token authentication: created $file (mode 0600)"
+}
+
+# setup_ray_auth TOKEN_FILE CREATE: turn on token authentication for every ray command of
+# this script (and the Ray it starts) through the environment: RAY_AUTH_MODE=token and
+# RAY_AUTH_TOKEN_PATH. CREATE=1 creates a missing token (head); a worker must get the head's.
+setup_ray_auth() { # <token-file> <create>
+  unset RAY_AUTH_TOKEN # a token in the environment would win over the file the workers use
+  if ! ray_has_token_auth; then
+    say "warning: this Ray ($(ray --version 2>/dev/null || echo 'unknown version')) has no token authentication: anyone who reaches this node's Ray ports can run code on it (install the Ray that install_slime.sh pins)"
+    return 0
+  fi
+  if [[ $2 == 1 ]]; then
+    ensure_token_file "$1"
+  elif [[ ! -s $1 ]]; then
+    die "no Ray token at $1 (copy the head's token file here, mode 0600: scp HEAD:$1 $1 && chmod 600 $1; or set TOOLKIT_RAY_TOKEN_FILE)"
+  else
+    chmod 600 "$1" || die "cannot chmod 600 $1 (is it yours?)"
+  fi
+  export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$1
+}
+
+# acquire_run_lock LOCK EXP_ID: one run at a time on a node's Ray. LOCK holds the holder's
+# PID and EXP_ID; a live holder is an error naming both, a dead one's lock is taken over.
+acquire_run_lock() { # <lock-file> <exp-id>
+  local lock=$1 holder_pid="" holder_exp=""
+  mkdir -p "$(dirname "$lock")" || die "cannot create $(dirname "$lock") (set RAY_TEMP_DIR to a directory of yours)"
+  if ! (set -C && printf '%s %s\n' "$$" "$2" >"$lock") 2>/dev/null; then
+    read -r holder_pid holder_exp <"$lock" || true
+    if [[ $holder_pid =~ ^[0-9]+$ ]] && is_live "$holder_pid"; then
+      die "another run uses this node's Ray: PID $holder_pid (EXP_ID ${holder_exp:-?}), lock $lock (wait for it to end, stop it with 'kill $holder_pid', or give this run its own RAY_TEMP_DIR and Ray ports)"
+    fi
+    say "taking over the lock of a run that is gone (PID ${holder_pid:-?}, EXP_ID ${holder_exp:-?})"
+    printf '%s %s\n' "$$" "$2" >"$lock"
+  fi
+  TOOLKIT_LOCK=$lock
+}
+
+# release_run_lock: remove the lock if this script still holds it.
+release_run_lock() {
+  local holder_pid=""
+  [[ -n ${TOOLKIT_LOCK:-} && -e $TOOLKIT_LOCK ]] || return 0
+  read -r holder_pid _ <"$TOOLKIT_LOCK" || true
+  [[ $holder_pid == "$$" ]] && rm -f "$TOOLKIT_LOCK"
+  TOOLKIT_LOCK=
+}
+
+# check_ports_free KEY=PORT...: exit 1 naming every port another process listens on, and the
+# env-file key that chooses it.
+check_ports_free() { # <key=port>...
+  local busy
+  busy=$(python3 - "$@" <<'PY'
+import socket, sys
+for item in sys.argv[1:]:
+    key, port = item.split("=")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("", int(port)))
+        except OSError:
+            print(f"{port} ({key})", end=" ")
+PY
+  ) || die "python3 could not check the Ray ports"
+  [[ -z $busy ]] ||
+    die "ports in use by another process (another user's Ray?): ${busy% } (choose free ones with these keys in the env file)"
+}
+
+# run_interruptibly COMMAND...: run COMMAND in the background (its stdout to stderr) and wait
+# for it, so that a trapped Ctrl-C or TERM is handled at once instead of after COMMAND ends.
+# Never redirect a call of this function: bash would keep a copy of the redirected fd open
+# while a trap runs inside it, and the log's tee would then never see the end of its input.
+run_interruptibly() { # <command>...
+  "$@" >&2 &
+  TOOLKIT_CHILD_PID=$!
+  wait "$TOOLKIT_CHILD_PID"
+}
+
+# start_ray_head NUM_GPUS: start this run's Ray head (stopped again by the cleanup traps).
 start_ray_head() { # <num-gpus>
-  say "starting the Ray head with $1 GPUs"
-  ray start --head --num-gpus "$1" --disable-usage-stats >&2 || die "ray start failed (see the output above)"
+  say "starting the Ray head with $1 GPUs (temp dir $RAY_TEMP_DIR, port $RAY_PORT)"
+  TOOLKIT_RAY_STARTED=1 # from here on, whatever part of Ray came up is ours to stop
+  run_interruptibly ray start --head --num-gpus "$1" --disable-usage-stats \
+    --temp-dir "$RAY_TEMP_DIR" --port "$RAY_PORT" --dashboard-port "$RAY_DASHBOARD_PORT" \
+    --ray-client-server-port "$RAY_CLIENT_SERVER_PORT" \
+    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" ||
+    die "ray start failed (see the output above)"
+}
+
+# join_ray_cluster HEAD_ADDRESS NUM_GPUS: a worker joins the head and stays in the foreground
+# until its Ray ends (`ray start --block`); the cleanup traps stop it on exit or Ctrl-C.
+join_ray_cluster() { # <head-address> <num-gpus>
+  say "joining the Ray head at $1 with $2 GPUs (temp dir $RAY_TEMP_DIR); Ctrl-C leaves the cluster"
   TOOLKIT_RAY_STARTED=1
+  run_interruptibly ray start --address="$1" --num-gpus "$2" --disable-usage-stats --block \
+    --temp-dir "$RAY_TEMP_DIR" --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" ||
+    die "this node's Ray stopped (the head's run ended, or see the output above)"
+}
+
+# print_join_command JOIN_SCRIPT NUM_NODES: tell the user the one command to run on each worker.
+print_join_command() { # <join-script> <num-nodes>
+  local state ip n role id head_ip=""
+  while read -r state ip n role id; do
+    [[ $role == head && $state == ALIVE ]] && head_ip=$ip
+  done < <(cluster_nodes || true)
+  [[ -n $head_ip ]] || die "could not read the head's address from 'ray list nodes'"
+  say "waiting up to ${JOIN_TIMEOUT}s for $(($2 - 1)) worker node(s); on each worker run:"
+  say "  bash $(printf '%q' "$1") $head_ip:$RAY_PORT"
+}
+
+# cluster_nodes: one line per node of the cluster, `STATE IP GPUS HEAD NODE_ID`
+# (from `ray list nodes`, which authenticates with the token).
+cluster_nodes() {
+  ray list nodes --address="$(ray_dashboard_url)" --format=json --limit=10000 2>/dev/null |
+    python3 -c '
+import json, sys
+for node in json.load(sys.stdin):
+    gpus = int(float(node.get("resources_total", {}).get("GPU", 0)))
+    print(node["state"], node["node_ip"], gpus, "head" if node["is_head_node"] else "worker", node["node_id"])'
+}
+
+# wait_for_gpus NUM_NODES GPUS_PER_NODE TIMEOUT: wait until the cluster's live nodes have
+# NUM_NODES x GPUS_PER_NODE GPUs; exit 1 after TIMEOUT seconds naming who joined.
+wait_for_gpus() { # <num-nodes> <gpus-per-node> <timeout-seconds>
+  local want=$(($1 * $2)) deadline=$((SECONDS + $3)) nodes gpus joined state ip n role _id
+  while :; do
+    nodes=0 gpus=0 joined=""
+    while read -r state ip n role _id; do
+      [[ $state == ALIVE ]] || continue
+      nodes=$((nodes + 1)) gpus=$((gpus + n)) joined+="$ip ($role, $n GPUs), "
+    done < <(cluster_nodes || true)
+    if ((gpus >= want)); then
+      say "$nodes nodes with $gpus GPUs joined: ${joined%, }"
+      return 0
+    fi
+    ((SECONDS < deadline)) || die "JOIN_TIMEOUT: after $3 s, $nodes of $1 nodes ($gpus of $want GPUs) joined: ${joined%, }; missing: $(($1 - nodes)) node(s) with $2 GPUs each (run the join.sh command printed above on each worker; check that the workers reach this node's port $RAY_PORT; or raise JOIN_TIMEOUT)"
+    run_interruptibly sleep 2
+  done
+}
+
+# watch_worker_nodes: in the background, report every node that dies during the run
+# (polled every TOOLKIT_NODE_POLL seconds, default 10), with its address.
+watch_worker_nodes() {
+  (
+    trap - INT TERM EXIT
+    local reported=" " state ip n role id
+    while sleep "${TOOLKIT_NODE_POLL:-10}" >/dev/null 2>&1; do
+      while read -r state ip n role id; do
+        [[ $state == DEAD && $reported != *" $id "* ]] || continue
+        reported+="$id "
+        say "error: $role node $ip ($n GPUs, node id $id) died; the job loses its GPUs and will fail or hang (see that node's join.sh output and $RAY_TEMP_DIR/session_latest/logs there)"
+      done < <(cluster_nodes || true)
+    done
+  ) &
+  TOOLKIT_WATCH_PID=$!
 }
 
 # runtime_env_json PYTHONPATH: the job's Ray runtime env as JSON (built by python3's json):
@@ -54,37 +230,79 @@ submit_job() { # <submission-id> <runtime-env-json> <entrypoint>...
   TOOLKIT_JOB_ID=$1
   say "submitting Ray job $1"
   # In the background so that `wait` returns as soon as a trapped signal arrives.
-  ray job submit --address="$TOOLKIT_RAY_DASHBOARD" --submission-id="$1" \
+  ray job submit --address="$(ray_dashboard_url)" --submission-id="$1" \
     --runtime-env-json="$2" -- "${@:3}" &
   TOOLKIT_SUBMIT_PID=$!
   wait "$TOOLKIT_SUBMIT_PID"
 }
 
-# cleanup_on_signal SIGNAL: stop the submitted job (if any), then exit 128+N; the EXIT
-# trap stops Ray.
-cleanup_on_signal() { # <signal-name>
-  trap - INT TERM
-  say "caught SIG$1: stopping the Ray job and Ray"
-  if [[ -n ${TOOLKIT_JOB_ID:-} ]]; then
-    ray job stop --address="$TOOLKIT_RAY_DASHBOARD" "$TOOLKIT_JOB_ID" >&2 || true
-  fi
+# stop_job: ask Ray to stop the submitted job, for at most TOOLKIT_JOB_STOP_TIMEOUT seconds
+# (default 15); if it does not stop in time, stopping Ray afterwards kills it.
+stop_job() {
+  local limit=${TOOLKIT_JOB_STOP_TIMEOUT:-15}
+  [[ -n ${TOOLKIT_JOB_ID:-} ]] || return 0
+  say "stopping Ray job $TOOLKIT_JOB_ID (up to ${limit}s)"
+  run_interruptibly timeout -k 2 "$limit" ray job stop --address="$(ray_dashboard_url)" "$TOOLKIT_JOB_ID" ||
+    say "the job did not stop within ${limit}s: stopping Ray kills it"
   if [[ -n ${TOOLKIT_SUBMIT_PID:-} ]]; then
     kill "$TOOLKIT_SUBMIT_PID" 2>/dev/null || true
   fi
-  case $1 in
-    INT) exit 130 ;;
-    *) exit 143 ;;
-  esac
 }
 
-# cleanup_on_exit: stop the Ray head we started, keep the exit status.
+# stop_own_ray: stop the Ray node this script started (its processes only, verified gone).
+stop_own_ray() {
+  [[ -n ${TOOLKIT_RAY_STARTED:-} ]] || return 0
+  if [[ -n ${TOOLKIT_WATCH_PID:-} ]]; then
+    kill "$TOOLKIT_WATCH_PID" 2>/dev/null || true
+  fi
+  stop_ray_processes "$(id -u)" "$(ray_node_pattern "$RAY_TEMP_DIR" "$RAY_PORT")"
+  if [[ -n ${TOOLKIT_CHILD_PID:-} ]]; then
+    kill "$TOOLKIT_CHILD_PID" 2>/dev/null || true # `ray start --block` of a worker
+  fi
+  TOOLKIT_RAY_STARTED=
+}
+
+# kill_children_now: the background commands we wait for, and our Ray, SIGKILLed at once.
+kill_children_now() {
+  local pid
+  for pid in "${TOOLKIT_CHILD_PID:-}" "${TOOLKIT_SUBMIT_PID:-}" "${TOOLKIT_WATCH_PID:-}"; do
+    [[ -z $pid ]] || kill -KILL "$pid" 2>/dev/null || true
+  done
+  [[ -z ${TOOLKIT_RAY_STARTED:-} ]] ||
+    kill_ray_processes_now "$(id -u)" "$(ray_node_pattern "$RAY_TEMP_DIR" "$RAY_PORT")"
+  TOOLKIT_RAY_STARTED=
+}
+
+# cleanup_on_signal SIGNAL: first Ctrl-C/TERM: stop the job (bounded), exit 128+N and let
+# the EXIT trap stop our Ray. A second one meanwhile: SIGKILL our Ray and exit at once.
+cleanup_on_signal() { # <signal-name>
+  local status=143
+  [[ $1 == INT ]] && status=130
+  if [[ -n ${TOOLKIT_STOPPING:-} ]]; then
+    trap - EXIT
+    say "second SIG$1: killing this run's Ray processes now"
+    kill_children_now
+    release_run_lock
+    exit "$status"
+  fi
+  TOOLKIT_STOPPING=$1
+  say "caught SIG$1: stopping the Ray job and Ray (a second Ctrl-C stops at once)"
+  if [[ -n ${TOOLKIT_CHILD_PID:-} ]]; then
+    kill "$TOOLKIT_CHILD_PID" 2>/dev/null || true
+  fi
+  stop_job
+  exit "$status"
+}
+
+# cleanup_on_exit: stop the Ray node we started, release the lock, keep the exit status.
 cleanup_on_exit() {
   local status=$?
   trap - EXIT
   if [[ -n ${TOOLKIT_RAY_STARTED:-} ]]; then
-    ray stop --force >/dev/null 2>&1 || true
+    stop_own_ray || true
     say "stopped Ray (exit status $status)"
   fi
+  release_run_lock
   stop_logging
   exit "$status"
 }

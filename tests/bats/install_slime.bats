@@ -148,6 +148,7 @@ tree_state() {
   # the constraints keep the project's dependencies from moving the stack
   grep -qx 'numpy<2' "$PREFIX/.install_slime/constraints.txt" || flunk "numpy is not held"
   grep -qx 'torch==2.11.0+cu130' "$PREFIX/.install_slime/constraints.txt" || flunk "torch is not held"
+  grep -qx 'ray==2.60.0' "$PREFIX/.install_slime/constraints.txt" || flunk "ray is not held"
   local py="--python \$TMP/env/bin/python"
   changes >"$BATS_TEST_TMPDIR/changes"
   run -0 cat "$BATS_TEST_TMPDIR/changes"
@@ -171,6 +172,7 @@ uv pip install $py PyJWT --reinstall-package=pyjwt
 git clone https://github.com/THUDM/slime.git \$TMP/prefix/slime
 git -C \$TMP/prefix/slime checkout --quiet fa3c990af6f18efd3fd9922698bf4bf4048d1263
 uv pip install $py -r \$TMP/prefix/slime/requirements.txt
+uv pip install $py ray\\[default\\]==2.60.0
 uv pip install $py -e \$TMP/prefix/slime --no-deps
 uv pip install $py sglang-router\ @\ https://github.com/zhuzilin/sgl-router/releases/download/v0.3.2-1117d05/sglang_router-0.3.2-cp38-abi3-manylinux_2_28_x86_64.whl --reinstall-package=sglang-router
 uv pip install $py --no-config numpy\<2 scipy\<1.14
@@ -186,12 +188,12 @@ EOF
   : >"$CALL_LOG"
   run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX"
   [[ -z $(changes) ]] || flunk "second run changed: $(changes)"
-  [[ $(grep -c '] skip ' <<<"$stderr") -eq 21 ]] || flunk "expected 21 skipped steps: $stderr"
+  [[ $(grep -c '] skip ' <<<"$stderr") -eq 22 ]] || flunk "expected 22 skipped steps: $stderr"
   [[ $stderr == *"skip apex: already done"* ]] || flunk "$stderr"
   assert_line "SLIME_DIR=$PREFIX/slime"
   # and the plan marks every step as done
   run -0 --separate-stderr "$INSTALLER" --dry-run --prefix "$PREFIX"
-  [[ $(grep -c '\[already done: would skip\]$' <<<"$output") -eq 21 ]] || flunk "$output"
+  [[ $(grep -c '\[already done: would skip\]$' <<<"$output") -eq 22 ]] || flunk "$output"
   [[ -z $(changes) ]] || flunk "the dry run changed: $(changes)"
 }
 
@@ -211,7 +213,7 @@ EOF
 
 @test "a failed step reports the step, the command and its last output lines; the rerun resumes there" {
   FAKE_PIP_FAIL="sglang-router @" run -1 --separate-stderr "$INSTALLER" --prefix "$PREFIX"
-  [[ $stderr == *"step 17/21 sglang_router failed (exit 1)"* ]] || flunk "$stderr"
+  [[ $stderr == *"step 18/22 sglang_router failed (exit 1)"* ]] || flunk "$stderr"
   [[ $stderr == *"command: uv pip install --python $VIRTUAL_ENV/bin/python sglang-router\ @\ https://"* ]] || flunk "$stderr"
   [[ $stderr == *"RuntimeError: fake build failure"* ]] || flunk "$stderr"
   [[ -z $output ]] || flunk "no summary after a failure: $output"
@@ -222,7 +224,7 @@ EOF
   run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX"
   [[ $(changes | head -n 1) == "uv pip install --python \$TMP/env/bin/python sglang-router\\ @\\ "* ]] ||
     flunk "did not resume at sglang_router: $(changes)"
-  [[ $(grep -c '] skip ' <<<"$stderr") -eq 16 ]] || flunk "expected the 16 finished steps skipped: $stderr"
+  [[ $(grep -c '] skip ' <<<"$stderr") -eq 17 ]] || flunk "expected the 17 finished steps skipped: $stderr"
   # steps with a check are skipped by it; steps without one (slime's requirements, the reinstalls) by the state file
   ! changed 'torch==|flash-attn==|transformer_engine|git clone' || flunk "redid checked steps: $(changes)"
   ! changed ' -r |PyJWT' || flunk "redid recorded steps: $(changes)"
@@ -267,7 +269,7 @@ EOF
 @test "a torch built for the other CUDA counts as not installed and is replaced by the variant's build" {
   "$REAL_PYTHON" "$FIXTURES/fake_pip.py" install "torch==2.11.0+cu129" "torchvision==0.26.0+cu129" "torchaudio==2.11.0+cu129"
   run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX" cu13
-  [[ $stderr == *"[1/21] torch: PyTorch 2.11.0 (cu130)"* ]] || flunk "$stderr"
+  [[ $stderr == *"[1/22] torch: PyTorch 2.11.0 (cu130)"* ]] || flunk "$stderr"
   # torch_memory_saver was built against the cu130 torch, as TMS_CUDA_MAJOR says
   grep -q '^\$ TMS_CUDA_MAJOR=13 uv pip install' "$PREFIX/install_slime.log" || flunk "$(grep TMS "$PREFIX/install_slime.log")"
 }

@@ -32,7 +32,16 @@ write_env() { # <file> <install-dir> [line]...
     "MODEL_TYPE=qwen-spaces"
     "SLIME_DIR='$dir/slime'"
     "MEGATRON_DIR='$dir/Megatron-LM'"
+    "RAY_TEMP_DIR='$dir/ray'"
   )
+  # free ports, so that the run's port check passes whatever else runs on this machine
+  local port_lines
+  port_lines=$(python3 -c 'import socket
+socks = [socket.socket() for _ in range(4)]
+for s in socks: s.bind(("", 0))
+names = ("RAY_PORT", "RAY_DASHBOARD_PORT", "RAY_CLIENT_SERVER_PORT", "RAY_DASHBOARD_AGENT_PORT")
+print("\n".join(f"{n}={s.getsockname()[1]}" for n, s in zip(names, socks)))')
+  mapfile -t -O "${#base[@]}" base <<<"$port_lines"
   {
     for line in "${base[@]}"; do
       for extra; do [[ ${extra%%=*} == "${line%%=*}" ]] && continue 2; done
@@ -81,4 +90,9 @@ flag_value() { # <flag>
     [[ ${argv[i]} == "$1" ]] && { printf '%s\n' "${argv[i + 1]}"; return 0; }
   done
   return 1
+}
+
+# env_value KEY: the value write_env gave KEY in $WORK/exp.env.
+env_value() { # <key>
+  sed -n "s/^$1=//p" "$WORK/exp.env" | tr -d "'"
 }

@@ -29,20 +29,75 @@ _setup() {
 
 @test "a real run: steps in order, exit status 0, log teed, Ray stopped at exit" {
   run -0 "$TRAIN" "$WORK/exp.env"
-  local uid
+  local uid port dash
   uid=$(id -u)
+  port=$(env_value RAY_PORT)
+  dash=$(env_value RAY_DASHBOARD_PORT)
   run calls
-  [[ ${lines[0]} == "pkill -TERM -u $uid -f "* ]] || flunk "first call: ${lines[0]}"
-  [[ ${lines[1]} == "ray stop --force" ]] || flunk "second call: ${lines[1]}"
-  [[ ${lines[2]} == "pgrep -u $uid -x raylet" ]] || flunk "third call: ${lines[2]}"
-  [[ ${lines[3]} == "pgrep -u $uid -x gcs_server" ]] || flunk "fourth call: ${lines[3]}"
-  [[ ${lines[4]} == "ray start --head --num-gpus 8 --disable-usage-stats" ]] || flunk "fifth: ${lines[4]}"
-  [[ ${lines[5]} == "ray job submit --address=http://127.0.0.1:8265 --submission-id=bats-exp-"* ]] ||
-    flunk "sixth: ${lines[5]}"
-  [[ ${lines[6]} == "ray stop --force" ]] || flunk "seventh: ${lines[6]}"
-  ((${#lines[@]} == 7)) || flunk "calls: $output"
+  [[ ${lines[0]} == "ray get-auth-token --help" ]] || flunk "first call: ${lines[0]}"
+  [[ ${lines[1]} == "pkill -TERM -u $uid -f "* ]] || flunk "second call: ${lines[1]}"
+  [[ ${lines[2]} == "pgrep -u $uid -f =$WORK/install/ray/session_"*":$port"* ]] || flunk "third call: ${lines[2]}"
+  [[ ${lines[3]} == "ray start --head --num-gpus 8 --disable-usage-stats --temp-dir $WORK/install/ray --port $port --dashboard-port $dash "* ]] ||
+    flunk "fourth: ${lines[3]}"
+  [[ ${lines[4]} == "ray job submit --address=http://127.0.0.1:$dash --submission-id=bats-exp-"* ]] ||
+    flunk "fifth: ${lines[4]}"
+  [[ ${lines[5]} == "pgrep -u $uid -f =$WORK/install/ray/session_"* ]] || flunk "sixth: ${lines[5]}"
+  ((${#lines[@]} == 6)) || flunk "calls: $output"
+  refute_output_contains "ray stop"
   grep -q "submitting Ray job bats-exp-" "$RUN_DIR/train.log"
   grep -q "stopped Ray (exit status 0)" "$RUN_DIR/train.log"
+  [[ ! -e $WORK/install/ray/agentcore-slime-run.lock ]] || flunk "lock left behind"
+  [[ $(stat -c %a "$HOME/.ray/auth_token") == 600 ]]
+  ! grep -rqF "$(cat "$HOME/.ray/auth_token")" "$RUN_DIR" || flunk "the token is in $RUN_DIR"
+}
+
+@test "a second run while one holds the node's lock is refused before anything is touched" {
+  mkdir -p "$WORK/install/ray"
+  sleep 30 &
+  local holder=$!
+  echo "$holder exp-a" >"$WORK/install/ray/agentcore-slime-run.lock"
+  run -1 "$TRAIN" "$WORK/exp.env"
+  kill "$holder"
+  assert_output_contains "another run uses this node's Ray: PID $holder (EXP_ID exp-a)"
+  run calls
+  refute_output_contains "pkill"
+  refute_output_contains "ray start"
+  refute_output_contains "pgrep"
+}
+
+@test "two nodes: join.sh rendered, the head prints the worker command, waits, multi-node flags" {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray '
+if [[ $1 == list ]]; then
+  echo "[{\"node_id\": \"h\", \"node_ip\": \"10.1.1.1\", \"is_head_node\": true, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}},
+{\"node_id\": \"w\", \"node_ip\": \"10.1.1.2\", \"is_head_node\": false, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}}]"
+fi
+if [[ $1 == job && $2 == submit ]]; then
+  while [[ $1 != -- ]]; do shift; done
+  shift
+  printf "%s\0" "$@" >"$JOB_ARGV"
+fi
+exit 0'
+  export TOOLKIT_NODE_POLL=60
+  run -0 "$TRAIN" --set NUM_NODES=2 "$WORK/exp.env"
+  [[ -x $RUN_DIR/join.sh ]] || flunk "no join.sh"
+  assert_output_contains "on each worker run:"
+  assert_output_contains "bash $RUN_DIR/join.sh 10.1.1.1:$(env_value RAY_PORT)"
+  assert_output_contains "2 nodes with 16 GPUs joined: 10.1.1.1 (head, 8 GPUs), 10.1.1.2 (worker, 8 GPUs)"
+  [[ $(flag_value --actor-num-nodes) == 2 && $(flag_value --rollout-num-gpus) == 16 ]] || flunk "$(job_argv)"
+  [[ $(flag_value --actor-num-gpus-per-node) == 8 && $(flag_value --num-gpus-per-node) == 8 ]]
+  run bash -n "$RUN_DIR/join.sh"
+}
+
+@test "join.sh: no head address is a usage error; a missing token says how to copy it" {
+  run -0 "$TRAIN" --render-only --set NUM_NODES=2 "$WORK/exp.env"
+  run -2 bash "$RUN_DIR/join.sh"
+  assert_output "join.sh: usage: bash join.sh HEAD_IP:PORT (the head prints the exact command)"
+  export TOOLKIT_RAY_TEMP_DIR="$WORK/wray"
+  run -1 bash "$RUN_DIR/join.sh" 10.1.1.1:6379
+  assert_output_contains "no Ray token at $HOME/.ray/auth_token (copy the head's token file here"
+  run calls ray
+  refute_output_contains "ray start"
 }
 
 @test "the script's exit status is the job's" {
@@ -388,7 +443,7 @@ esac'
   [[ $(flag_value --rollout-num-gpus) == 2 && $(flag_value --actor-num-gpus-per-node) == 6 ]]
   [[ $(flag_value --global-batch-size) == 192 ]]
   run calls ray
-  assert_line "ray start --head --num-gpus 8 --disable-usage-stats"
+  assert_output_contains "ray start --head --num-gpus 8 --disable-usage-stats"
 }
 
 @test "--variant async: a split that does not divide is an error" {
@@ -410,4 +465,23 @@ esac'
     flunk "$stderr"
   refute_calls
   [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
+
+@test "--dry-run of a two-node env file: join.sh, the multi-node flags, node-local path warnings" {
+  run -0 --separate-stderr "$TRAIN" --dry-run --set NUM_NODES=2 "$WORK/exp.env"
+  [[ $output == *" --num-gpus-per-node 8 --actor-num-nodes 2 --actor-num-gpus-per-node 8 --colocate --rollout-num-gpus 16 "* ]] ||
+    flunk "$output"
+  [[ $stderr == *"NUM_NODES=2: each worker runs $RUN_DIR/join.sh HEAD_IP:PORT"* ]] || flunk "$stderr"
+  # the test's install lives under /tmp: every path the workers need is flagged
+  [[ $stderr == *"warning: MODEL_DIR $WORK/install/model looks node-local (under /tmp)"* ]] || flunk "$stderr"
+  [[ $stderr == *"warning: DATA_PATH "*"looks node-local"* ]] || flunk "$stderr"
+  refute_calls
+  run -0 "$TRAIN" --render-only --set NUM_NODES=2 "$WORK/exp.env"
+  [[ -x $RUN_DIR/join.sh ]] || flunk "no join.sh in $RUN_DIR"
+}
+
+@test "multi-node with the split-GPU variant is refused before anything runs" {
+  run -2 --separate-stderr "$TRAIN" --variant async --set NUM_NODES=2 "$WORK/exp.env"
+  [[ $stderr == "bin/train: NUM_NODES=2 works with the colocated variants only"* ]] || flunk "$stderr"
+  refute_calls
 }

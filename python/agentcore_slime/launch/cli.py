@@ -20,12 +20,20 @@ from .envfile import read_env_file
 from .errors import ConfigError, raise_all
 from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
 from .rundir import write_run_dir
-from .validate import Config, check_variant, missing_paths, parse_overrides, resolve, slime_flag_problems
+from .validate import (
+    Config,
+    check_variant,
+    missing_paths,
+    node_local_paths,
+    parse_overrides,
+    resolve,
+    slime_flag_problems,
+)
 from .variants import REPLACED, VARIANTS, Variant
 
 PROG = "bin/train"
 #: external commands the rendered script needs in a real run
-REQUIRED_TOOLS = ("bash", "ray", "pkill", "pgrep", "tee")
+REQUIRED_TOOLS = ("bash", "ray", "pkill", "pgrep", "ps", "timeout", "tee")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -100,10 +108,15 @@ def _run(argv: list[str]) -> int:
         if not args.skip_doctor and not gate(config, repo, env_file, slime_flags, args.variant, PROG):
             return 1
     run_dir = runs_dir / str(config["EXP_ID"])
+    for warning in node_local_paths(config, repo, run_dir):
+        say(f"warning: {warning}")
     # one line even when an argument holds a newline: it goes into comments of the rendered files
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
     rendered = render(config, paths, args.variant, slime_flags, repo / "templates")
+    if "join.sh" in rendered.files:
+        say(f"NUM_NODES={config['NUM_NODES']}: each worker runs {run_dir / 'join.sh'} HEAD_IP:PORT "
+            "(the head prints the exact command and waits for the workers' GPUs)")
     if args.dry_run:
         # nothing is written: the command line is what a real run would execute
         render_only = shlex.join([PROG, "--render-only", str(env_file)])

@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from .schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
 from .validate import Config, global_batch_size
-from .variants import VARIANTS, Variant
+from .variants import TEMPLATE, VARIANTS, Variant
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +225,7 @@ def _eval_only_schedule(variant: Variant) -> list[list[str]]:
 
 def _misc_flags(c: dict[str, Value], variant: Variant) -> list[list[str]]:
     gpus = int(str(c["NUM_GPUS"]))
+    nodes = int(str(c["NUM_NODES"]))
     flags = [
         ["--attention-dropout", "0.0"],
         ["--hidden-dropout", "0.0"],
@@ -232,10 +233,14 @@ def _misc_flags(c: dict[str, Value], variant: Variant) -> list[list[str]]:
         ["--attention-softmax-in-fp32"],
         ["--attention-backend", "flash"],
         ["--num-gpus-per-node", str(gpus)],
-        ["--actor-num-nodes", "1"],
+        ["--actor-num-nodes", str(nodes)],
     ]
     if variant.colocate:
         flags += [["--actor-num-gpus-per-node", str(gpus)], ["--colocate"]]
+        if nodes > 1:
+            # every GPU of every node serves rollouts too (slime's default is the same count;
+            # explicit so that the multi-node layout is visible in train.sh)
+            flags.append(["--rollout-num-gpus", str(nodes * gpus)])
     else:
         rollout = int(str(c["ROLLOUT_NUM_GPUS"]))
         flags += [["--actor-num-gpus-per-node", str(gpus - rollout)], ["--rollout-num-gpus", str(rollout)]]
@@ -317,7 +322,9 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
         "groups": groups,
         "extra": extra,
         "paths": paths,
-        "template": f"templates/{chosen.template}",
+        "template": f"templates/{TEMPLATE}",
+        "multi_node": int(str(c["NUM_NODES"])) > 1,
+        "uses_ray": True,
         "variant": chosen,
         "summary": chosen.summary.format(exp_id=c["EXP_ID"]),
         "script_name": chosen.script,
@@ -327,10 +334,18 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
         "yaml_keys": [(key.yaml_key, c[key.name]) for key in rollout_keys()],
     }
     files = {
-        chosen.script: env.get_template(chosen.template).render(context),
+        chosen.script: env.get_template(TEMPLATE).render(context),
         "toolkit.yaml": env.get_template("toolkit.yaml.j2").render(context),
         "env": env_text(config),
     }
+    if context["multi_node"]:
+        files["join.sh"] = env.get_template("join.sh.j2").render(
+            context,
+            template="templates/join.sh.j2",
+            script_name="join.sh",
+            usage_args="HEAD_IP:PORT",
+            summary=f"join the Ray head of {c['EXP_ID']} as a worker node (NUM_NODES={c['NUM_NODES']})",
+        )
     argv = ["python3", f"{c['SLIME_DIR']}/{chosen.entry}", RUNTIME_WORDS[0]]
     for _, lines in groups:
         for line in lines:

@@ -197,7 +197,7 @@ KEYS: tuple[Key, ...] = (
         shown_default="one of the two is required",
     ),
     # --- cluster ---
-    _pos_int("NUM_GPUS", "8", "GPUs on this node (Ray head, actor GPUs per node)"),
+    _pos_int("NUM_GPUS", "8", "GPUs per node (Ray head and each worker; actor GPUs per node)"),
     _pos_int("TP_SIZE", "2", "Megatron tensor-parallel size; must divide NUM_GPUS"),
     _pos_int("ROLLOUT_GPUS_PER_ENGINE", "2", "GPUs per SGLang engine; must divide NUM_GPUS"),
     _pos_int(
@@ -209,6 +209,13 @@ KEYS: tuple[Key, ...] = (
     Key("SLIME_DIR", Kind.PATH, "/root/slime", "slime checkout (train.py, scripts/models/)"),
     Key("MEGATRON_DIR", Kind.PATH, "/root/Megatron-LM", "Megatron-LM checkout (put on PYTHONPATH)"),
     Key("CUDA_HOME", Kind.PATH, None, "pin this CUDA toolkit (unset = inherit the environment)"),
+    _pos_int("NUM_NODES", "1", "nodes in the Ray cluster: this head plus NUM_NODES-1 workers (join.sh)"),
+    _pos_int("JOIN_TIMEOUT", "600", "seconds the head waits for the workers' GPUs before it gives up"),
+    Key("RAY_TEMP_DIR", Kind.PATH, "/tmp/ray", "this node's Ray temp dir (cleanup and the run lock use it)"),
+    Key("RAY_PORT", Kind.INT, "6379", "Ray GCS port of the head (workers join it)", minimum=1, maximum=65535),
+    Key("RAY_DASHBOARD_PORT", Kind.INT, "8265", "Ray dashboard / job API port", minimum=1, maximum=65535),
+    Key("RAY_CLIENT_SERVER_PORT", Kind.INT, "10001", "Ray client server port", minimum=1, maximum=65535),
+    Key("RAY_DASHBOARD_AGENT_PORT", Kind.INT, "52365", "Ray dashboard agent port", minimum=1, maximum=65535),
     # --- toolkit / ACR (toolkit.yaml) ---
     Key(
         "MODEL_ID",

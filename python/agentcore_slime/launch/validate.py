@@ -267,6 +267,12 @@ def check_variant(config: Config, variant: Variant) -> list[str]:
             "--variant eval needs VAL_DATA_PATH", "set VAL_DATA_PATH to the JSONL to evaluate on"
         )
     gpus = int(str(c["NUM_GPUS"]))
+    nodes = int(str(c["NUM_NODES"]))
+    if nodes > 1 and not variant.colocate:
+        raise ConfigError(
+            f"NUM_NODES={nodes} works with the colocated variants only (this one splits the GPUs)",
+            "use --variant sync (colocated) for a multi-node run, or NUM_NODES=1",
+        )
     if variant.colocate:
         for name in ("TP_SIZE", "ROLLOUT_GPUS_PER_ENGINE"):
             if gpus % int(str(c[name])):
@@ -278,7 +284,7 @@ def check_variant(config: Config, variant: Variant) -> list[str]:
             warnings.append(
                 "ROLLOUT_NUM_GPUS is ignored: this variant colocates training and rollout on all GPUs"
             )
-        _check_global_batch(c, gpus)
+        _check_global_batch(c, gpus * nodes)
         return warnings
     if c["ROLLOUT_NUM_GPUS"] is None:
         c["ROLLOUT_NUM_GPUS"] = max(gpus // 2, 1)
@@ -367,6 +373,31 @@ _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     _check_model_type,
     _check_over_sampling,
 )
+
+
+#: folders whose content one node cannot share with another
+_NODE_LOCAL_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+
+
+def node_local_paths(config: Config, repo: Path, run_dir: Path) -> list[str]:
+    """Multi-node runs: the paths every worker must see that look node-local, as warnings.
+
+    :param config: the resolved configuration.
+    :param repo: the toolkit checkout (the job's PYTHONPATH and join.sh's home).
+    :param run_dir: runs/<EXP_ID>/ (join.sh and toolkit.yaml live there).
+    """
+    if int(str(config["NUM_NODES"])) < 2:
+        return []
+    paths = [(name, config[name]) for name in ("MODEL_DIR", "DATA_PATH", "VAL_DATA_PATH", "SAVE_DIR")]
+    paths += [("the toolkit", str(repo)), ("the run directory", str(run_dir))]
+    return [
+        f"{name} {path} looks node-local (under {top}); every node must see it at the same path "
+        "(use a shared file system, or copy it to every worker)"
+        for name, path in paths
+        if path is not None
+        for top in _NODE_LOCAL_DIRS
+        if str(path) == top or str(path).startswith(top + "/")
+    ]
 
 
 def missing_paths(config: Config) -> list[ConfigError]:
@@ -474,6 +505,7 @@ FLAGS_OWNED_BY_KEYS = {
     "--sglang-context-length": "SGLANG_CONTEXT_LENGTH",
     "--num-gpus-per-node": "NUM_GPUS",
     "--actor-num-gpus-per-node": "NUM_GPUS",
+    "--actor-num-nodes": "NUM_NODES",
     "--rollout-num-gpus": "ROLLOUT_NUM_GPUS",
     "--wandb-project": "WANDB_PROJECT",
     "--wandb-group": "WANDB_GROUP",

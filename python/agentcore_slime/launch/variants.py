@@ -2,18 +2,22 @@
 
 Evaluation is ``bin/eval`` (one SGLang server, no Megatron): ``--variant eval`` is refused
 with a pointer to it (:data:`REPLACED`).
+
+All variants render from one template (:data:`TEMPLATE`); what differs is data here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: the one Jinja template under templates/ every variant renders
+TEMPLATE = "train.sh.j2"
+
 
 @dataclass(frozen=True)
 class Variant:
     """One kind of run.
 
-    :param template: the Jinja template under templates/.
     :param script: the rendered script's file name in runs/<EXP_ID>/ (its log is <stem>.log).
     :param entry: slime's entry point, relative to SLIME_DIR.
     :param colocate: training and rollout share every GPU (``--colocate``); otherwise the GPUs
@@ -22,7 +26,6 @@ class Variant:
     :param summary: the ``# Summary:`` of the rendered script (``{exp_id}`` is filled in).
     """
 
-    template: str
     script: str
     entry: str
     colocate: bool
@@ -32,7 +35,6 @@ class Variant:
 
 VARIANTS: dict[str, Variant] = {
     "sync": Variant(
-        "train.sh.j2",
         "train.sh",
         "train.py",
         True,
@@ -40,7 +42,6 @@ VARIANTS: dict[str, Variant] = {
         "train {exp_id} with slime (synchronous, colocated: train.py)",
     ),
     "async": Variant(
-        "train_async.sh.j2",
         "train_async.sh",
         "train_async.py",
         False,

@@ -32,9 +32,16 @@ from agentcore_slime.launch.variants import VARIANTS
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "fixtures" / "golden"
-INPUTS = sorted(REPO.glob("examples/*.env")) + [REPO / "tests" / "fixtures" / "launcher" / "full.env"]
-#: (env file, variant) pairs with a golden: examples in every variant, the fixture in sync and eval
-CASES = [(p, v) for p in INPUTS for v in VARIANTS if not (p.stem == "full" and v == "async")]
+FIXTURES = REPO / "tests" / "fixtures" / "launcher"
+INPUTS = sorted(REPO.glob("examples/*.env")) + [FIXTURES / "full.env", FIXTURES / "two_nodes.env"]
+#: (env file, variant) pairs with a golden: examples in every variant, the full fixture in sync,
+#: the two-node fixture in sync (multi-node runs colocate)
+CASES = [
+    (p, v)
+    for p in INPUTS
+    for v in VARIANTS
+    if not (p.stem == "full" and v == "async") and not (p.stem == "two_nodes" and v != "sync")
+]
 SUFFIX = {"sync": ".sh", "async": ".async.sh"}
 FIXED_REPO = Path("/opt/agentcore-slime")
 FIXED_RUNS = Path("/runs")
@@ -80,6 +87,8 @@ def test_render_matches_golden(case: tuple[Path, str]) -> None:
     rendered = _render(env_file, variant=variant)
     script = VARIANTS[variant].script
     outputs = [(script, SUFFIX[variant])] + ([("toolkit.yaml", ".toolkit.yaml")] if variant == "sync" else [])
+    if "join.sh" in rendered.files:
+        outputs.append(("join.sh", ".join.sh"))
     for name, suffix in outputs:
         golden = GOLDEN / f"{env_file.stem}{suffix}"
         text = without_libraries(rendered.files[name])
@@ -95,13 +104,16 @@ def test_render_matches_golden(case: tuple[Path, str]) -> None:
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_render_passes_bash_n_and_shellcheck(case: tuple[Path, str], tmp_path: Path) -> None:
     env_file, variant = case
-    name = VARIANTS[variant].script
-    script = tmp_path / name
     flags = ["--x", "a b", "$(touch y)", "q'uote", "l1\nl2"]
-    script.write_text(_render(env_file, flags, variant).files[name])
-    subprocess.run(["bash", "-n", str(script)], check=True)
-    result = subprocess.run([_shellcheck(), "-x", str(script)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout
+    files = _render(env_file, flags, variant).files
+    for name in (VARIANTS[variant].script, "join.sh"):
+        if name not in files:
+            continue
+        script = tmp_path / name
+        script.write_text(files[name])
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        result = subprocess.run([_shellcheck(), "-x", str(script)], capture_output=True, text=True)
+        assert result.returncode == 0, f"{name}: {result.stdout}"
 
 
 @pytest.mark.parametrize("env_file", INPUTS, ids=lambda p: p.stem)

@@ -243,8 +243,8 @@ def _split(argv: list[str]) -> list[tuple[str, list[str]]]:
     return pairs
 
 
-# the slime scripts (bin/eval's eval.sh goldens, *.evaluate.sh, run no slime)
-GOLDENS = sorted(p for p in GOLDEN.glob("*.sh") if not p.name.endswith(".evaluate.sh"))
+# the slime scripts (bin/eval's eval.sh goldens, *.evaluate.sh, and join.sh run no slime)
+GOLDENS = sorted(p for p in GOLDEN.glob("*.sh") if not p.name.endswith((".evaluate.sh", ".join.sh")))
 
 
 @pytest.mark.parametrize("golden", GOLDENS, ids=[g.name for g in GOLDENS])

@@ -340,6 +340,7 @@ _COMPUTED_FLAGS = {
     ("--global-batch-size", "N_SAMPLES_PER_PROMPT"),
     ("--actor-num-gpus-per-node", "ROLLOUT_NUM_GPUS"),  # async: NUM_GPUS - ROLLOUT_NUM_GPUS
     ("--save-hf", "SAVE_DIR"),  # SAVE_DIR/hf/{rollout_id}
+    ("--rollout-num-gpus", "NUM_NODES"),  # colocated on several nodes: NUM_NODES x NUM_GPUS
 }
 
 
@@ -381,7 +382,7 @@ def test_flags_owned_by_keys_match_what_the_render_derives_from_each_key(
         assert {(f, k) for f, k in FLAGS_OWNED_BY_KEYS.items() if f not in at_run_time} <= followed
     else:  # the colocated render has no --rollout-num-gpus
         assert set(FLAGS_OWNED_BY_KEYS) - at_run_time - {"--rollout-num-gpus"} <= rendered_here
-    job = (Path(__file__).resolve().parents[3] / "templates" / "_job.sh.j2").read_text()
+    job = (Path(__file__).resolve().parents[3] / "templates" / "train.sh.j2").read_text()
     assert '--wandb-project "$WANDB_PROJECT"' in job and '--wandb-group "$WANDB_GROUP"' in job
 
 

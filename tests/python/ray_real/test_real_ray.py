@@ -1,0 +1,197 @@
+"""bin/train and the rendered train.sh / join.sh against the real Ray (``ray[default]`` pinned in
+tests/requirements.txt), CPU only, GPUs declared with ``--num-gpus``.
+
+The only stand-in is slime's train.py, replaced by :mod:`probe_train` (it connects to the cluster
+from inside the job like train.py does, records the GPUs it sees, sleeps and exits as told).
+Everything else is production code: token authentication, the one-run lock, scoped cleanup,
+the signal traps, join.sh and the head's wait for the workers' GPUs.
+
+Each test uses its own temp dir, ports and HOME; nothing touches another Ray on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import REPO, VENV_BIN, Cluster, Run, kill_leftovers, make_cluster
+
+pytestmark = pytest.mark.timeout(600)
+
+TRAIN = str(REPO / "bin" / "train")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    if shutil.which("ray", path=str(VENV_BIN)) is None:
+        pytest.fail("ray not installed in this venv (pip install -r tests/requirements.txt)")
+    made = make_cluster(tmp_path)
+    yield made
+    kill_leftovers(made)
+
+
+def _train(cluster: Cluster, *args: str, tty: bool = False) -> Run:
+    # the doctor's blocking checks (model files, data, disk) are not what these tests are about
+    return Run([TRAIN, "--skip-doctor", *args], cluster.env, tty=tty)
+
+
+def _script(cluster: Cluster, name: str = "train.sh", *args: str, tty: bool = False) -> Run:
+    return Run(["bash", str(cluster.run_dir() / name), *args], cluster.env, tty=tty)
+
+
+def _assert_clean(cluster: Cluster, run: Run) -> None:
+    assert cluster.leftovers() == [], f"processes left behind:\n{run.output}"
+
+
+def _no_token_anywhere(cluster: Cluster) -> None:
+    token = cluster.token_file.read_text()
+    assert len(token) >= 32
+    for path in cluster.run_dir().rglob("*"):
+        if path.is_file():
+            assert token not in path.read_text(errors="replace"), f"token leaked into {path}"
+
+
+def test_job_succeeds_and_three_reruns_succeed_with_the_token(cluster: Cluster) -> None:
+    """bin/train, then `bash train.sh` three times (the second after a dead run's lock): each
+    exits 0; the token file is created once (0600), reused, and appears nowhere under runs/."""
+    env_file = cluster.write_env()
+    first = _train(cluster, str(env_file))
+    assert first.finish() == 0, first.output
+    assert "Ray token authentication: created" in first.output
+    seen = json.loads(cluster.marker.read_text())
+    assert seen["gpus"] == 1.0 and seen["alive_nodes"] == 1
+    assert stat.S_IMODE(cluster.token_file.stat().st_mode) == 0o600
+    _assert_clean(cluster, first)
+    token = cluster.token_file.read_text()
+    lock = cluster.temp_dir / "agentcore-slime-run.lock"
+    for attempt in range(3):
+        cluster.marker.unlink()
+        if attempt == 1:
+            lock.write_text("999999999 crashed-exp\n")  # a run that died without cleaning up
+        rerun = _script(cluster)
+        assert rerun.finish() == 0, rerun.output
+        assert "Ray token authentication: using" in rerun.output
+        assert cluster.marker.exists()
+        if attempt == 1:
+            taken = "taking over the lock of a run that is gone (PID 999999999, EXP_ID crashed-exp)"
+            assert taken in rerun.output
+        _assert_clean(cluster, rerun)
+    assert cluster.token_file.read_text() == token
+    assert not lock.exists()
+    _no_token_anywhere(cluster)
+    assert token not in first.output
+
+
+def test_failing_job_fails_the_script(cluster: Cluster) -> None:
+    """The probe exits 3: `ray job submit` reports the failure and the script exits non-zero."""
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-exit 3")
+    run = _train(cluster, str(env_file))
+    status = run.finish()
+    assert status != 0, run.output
+    assert "failed" in run.output
+    assert f"stopped Ray (exit status {status})" in run.output
+    _assert_clean(cluster, run)
+
+
+@pytest.mark.parametrize("moment", ["starting the Ray head", "submitting Ray job", "probe: running"])
+def test_ctrl_c_at_a_terminal_stops_everything(cluster: Cluster, moment: str) -> None:
+    """Ctrl-C through a pseudo-terminal before Ray is up, while the job is pending and while it
+    runs: exit 130, no process of this run's Ray (or the probe) left behind."""
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120")
+    run = _train(cluster, str(env_file), tty=True)
+    run.wait_for(moment)
+    run.ctrl_c()
+    assert run.finish() == 130, run.output
+    assert "caught SIGINT" in run.output
+    _assert_clean(cluster, run)
+
+
+def test_second_ctrl_c_exits_at_once_and_leaves_no_raylet(cluster: Cluster) -> None:
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120")
+    run = _train(cluster, str(env_file), tty=True)
+    run.wait_for("probe: running")
+    run.ctrl_c()
+    run.wait_for("caught SIGINT")
+    run.ctrl_c()
+    assert run.finish() == 130, run.output
+    assert "second SIGINT: killing this run's Ray processes now" in run.output
+    _assert_clean(cluster, run)
+
+
+def test_concurrent_run_is_refused_then_term_stops_the_first(cluster: Cluster) -> None:
+    """A second run on the same node's Ray is refused with the holder's PID and EXP_ID and does
+    not disturb it; TERM then stops the first: exit 143, nothing left."""
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120")
+    first = _train(cluster, str(env_file))
+    first.wait_for("probe: running")
+    other = cluster.write_env("other.env", "EXP_ID=other-exp")
+    second = _train(cluster, str(other))
+    assert second.finish() == 1, second.output
+    assert f"another run uses this node's Ray: PID {first.proc.pid} (EXP_ID realray)" in second.output
+    assert first.proc.poll() is None, first.output
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.finish() == 143, first.output
+    assert "caught SIGTERM" in first.output
+    _assert_clean(cluster, first)
+
+
+def test_port_held_by_another_process_is_named_with_its_key(cluster: Cluster) -> None:
+    env_file = cluster.write_env()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", cluster.ports["RAY_DASHBOARD_PORT"]))
+        holder.listen()
+        run = _train(cluster, str(env_file))
+        assert run.finish() == 1, run.output
+    port = cluster.ports["RAY_DASHBOARD_PORT"]
+    assert f"ports in use by another process (another user's Ray?): {port} (RAY_DASHBOARD_PORT)" in run.output
+    assert "train.sh: starting the Ray head" not in run.output
+
+
+def test_two_nodes_on_one_machine_and_a_worker_that_dies(cluster: Cluster) -> None:
+    """The head waits for the worker started by the rendered join.sh (own temp dir and port),
+    the job sees both nodes' GPUs, and the worker's death mid-run is reported with its address."""
+    env_file = cluster.write_env(
+        "exp.env",
+        "NUM_NODES=2",
+        "ROLLOUT_BATCH_SIZE=2",
+        f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120",
+    )
+    head = _train(cluster, str(env_file))
+    head.wait_for("on each worker run:")
+    command = head.output.split("on each worker run:")[1].splitlines()[1].split(": ", 1)[1].split()
+    assert command[:2] == ["bash", str(cluster.run_dir() / "join.sh")]
+    worker_env = dict(
+        cluster.env,
+        TOOLKIT_RAY_TEMP_DIR=str(cluster.worker_temp_dir),
+        TOOLKIT_RAY_AGENT_PORT=str(cluster.worker_agent_port),
+    )
+    worker = Run(command, worker_env)
+    head.wait_for("probe: running", timeout=180)
+    seen = json.loads(cluster.marker.read_text())
+    assert seen["gpus"] == 2.0 and seen["alive_nodes"] == 2, seen
+    assert "--actor-num-nodes 2" in " ".join(seen["argv"])
+    assert "--rollout-num-gpus 2" in " ".join(seen["argv"])
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.finish() == 143, worker.output
+    head.wait_for("error: worker node ", timeout=90)
+    head.proc.send_signal(signal.SIGTERM)
+    assert head.finish() == 143, head.output
+    _assert_clean(cluster, head)
+
+
+def test_join_timeout_names_who_joined_and_who_is_missing(cluster: Cluster) -> None:
+    env_file = cluster.write_env("exp.env", "NUM_NODES=2", "JOIN_TIMEOUT=3", "ROLLOUT_BATCH_SIZE=2")
+    run = _train(cluster, str(env_file))
+    assert run.finish() == 1, run.output
+    assert "JOIN_TIMEOUT: after 3 s, 1 of 2 nodes (1 of 2 GPUs) joined:" in run.output
+    assert "missing: 1 node(s) with 1 GPUs each" in run.output
+    assert "train.sh: submitting Ray job" not in run.output
+    _assert_clean(cluster, run)
+    assert os.path.exists(cluster.run_dir() / "join.sh")
