@@ -96,10 +96,10 @@ def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[s
         if current is not None and _digest(current) not in (record.get(name), _digest(data)):
             kept = keep_copy(target, current, stamp)
             _say(f"{target} was edited since it was rendered: kept your copy as {kept}")
-        write_atomic(target, data, 0o755 if name.endswith(".sh") else _default_mode())
+        write_atomic(target, data, 0o755 if name.endswith(".sh") else default_mode())
         record[name] = _digest(data)
     text = json.dumps(record, indent=1, sort_keys=True) + "\n"
-    write_atomic(run_dir / CHECKSUMS, text.encode("utf-8"), _default_mode())
+    write_atomic(run_dir / CHECKSUMS, text.encode("utf-8"), default_mode())
 
 
 def write_atomic(target: Path, data: bytes, mode: int) -> None:
@@ -167,7 +167,7 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _default_mode() -> int:
+def default_mode() -> int:
     """0666 minus the umask: the mode ``open()`` would have given a new file."""
     umask = os.umask(0)
     os.umask(umask)

@@ -14,12 +14,12 @@ import logging
 import math
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agentcore_slime.launch.rundir import default_mode, write_atomic
 from agentcore_slime.observe.metrics import progress_line, step_metrics
 from agentcore_slime.observe.records import EpisodeRecord, select_for_browser
 
@@ -84,29 +84,14 @@ def read_json_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def write_whole(path: Path, text: str) -> None:
-    """Write ``path`` whole: a temporary file beside it, renamed over it.
+    """Write ``path`` whole, as bin/train writes the run directory (``launch.rundir.write_atomic``):
+    a reader sees the old file or the new one, and a symbolic link at ``path`` is replaced, never
+    followed.
 
-    A reader sees the old file or the new one, never a mix; a symbolic link at ``path`` is
-    replaced, never followed.
-
-    :param path: the file to (re)write, mode 0644 less the umask.
+    :param path: the file to (re)write, with the mode a new file gets under the umask.
     :param text: its new content.
     """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    write_atomic(path, text.encode("utf-8"), default_mode())
 
 
 class RunLog:
