@@ -136,11 +136,12 @@ def _gateway_main(model_dir: str, engine_url: str, commands: Any, answers: Any) 
 
     pauses: list[float] = []
     started = [0.0]
+    explicit = [False]  # the benchmark's own gc.collect() after deleting sessions is no pause
 
     def on_gc(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             started[0] = time.perf_counter()
-        else:
+        elif not explicit[0]:
             pauses.append((time.perf_counter() - started[0]) * 1e3)
 
     gw = Gateway(
@@ -169,7 +170,10 @@ def _gateway_main(model_dir: str, engine_url: str, commands: Any, answers: Any) 
         elif command == "delete_all":
             for sid in list(gw._sessions):
                 gw.delete_session(sid)
+            explicit[0] = True
             gc.collect()
+            explicit[0] = False
+            time.sleep(0.5)  # the gateway gives freed memory back to the system when idle
             answers.put(True)
         elif command == "stop":
             gw.shutdown()
@@ -265,13 +269,19 @@ async def _direct_session(
 
 
 async def _gateway_session(
-    base: str, calls: int, out: list[float], stagger: float, system: str, tool_text: str
+    base: str,
+    calls: int,
+    out: list[float],
+    stagger: float,
+    system: str,
+    tool_text: str,
+    task: str = "Add some numbers for me.",
 ) -> None:
     import aiohttp
 
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": system},
-        {"role": "user", "content": "Add some numbers for me."},
+        {"role": "user", "content": task},
     ]
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(timeout=timeout) as http:
@@ -320,9 +330,16 @@ def _load_main(job: dict[str, Any], result: Any) -> None:
                 for _ in range(job["sessions"])
             ]
         else:
+            distinct = job["system_prompts"] == "distinct"
             jobs = [
                 _gateway_session(
-                    base, job["calls"], latencies, stagger, system + f" {i}", tool_text
+                    base,
+                    job["calls"],
+                    latencies,
+                    stagger,
+                    system + f" {i}" if distinct else system,
+                    tool_text,
+                    task=f"Add some numbers for me, task {i}.",
                 )
                 for i, base in enumerate(job["bases"])
             ]
@@ -375,6 +392,7 @@ def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
         "calls": args.calls,
         "system_tokens": args.system_tokens,
         "tool_tokens": args.tool_tokens,
+        "system_prompts": args.system_prompts,
     }
     try:
         warm = gw.create_sessions("warm", 2)
@@ -391,6 +409,17 @@ def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
         engine.join(30)
 
 
+def _first_turn_cpu(gw: GatewayProcess, engine_pid: int, n: int, args: argparse.Namespace, load: dict) -> float:
+    """Gateway CPU seconds per first turn: n sessions of one call each."""
+    bases = gw.create_sessions(f"first{n}", n)
+    latencies, cpu = _pass(
+        gw, engine_pid, {**load, "mode": "gateway", "bases": bases, "calls": 1, "stagger": args.engine_delay}
+    )
+    gw.ask("delete_all")
+    gw.ask("stats")  # its pauses are not the measured pass's
+    return cpu["gateway"] / max(1, len(latencies))
+
+
 def _measure(
     gw: GatewayProcess,
     engine_pid: int,
@@ -399,6 +428,7 @@ def _measure(
     args: argparse.Namespace,
     load: dict,
 ) -> None:
+    first_cpu = _first_turn_cpu(gw, engine_pid, n, args, load)
     rss_before = rss_bytes(gw.proc.pid)
     bases = gw.create_sessions(f"s{n}", n)
     through, cpu = _pass(
@@ -442,6 +472,9 @@ def _measure(
     )
     for process, seconds in cpu.items():
         emit(f"{process}_cpu_per_call", seconds / calls * 1e3, "ms", **tag)
+    later = calls - n  # every session's first turn is a full render; the others extend it
+    emit("gateway_cpu_per_first_turn", first_cpu * 1e3, "ms", **tag)
+    emit("gateway_cpu_per_later_turn", (cpu["gateway"] - n * first_cpu) / max(1, later) * 1e3, "ms", **tag)
     emit(
         "gateway_max_gc_pause",
         stats["max_gc_pause_ms"],
@@ -583,6 +616,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-tokens", type=int, default=200, help="each tool result")
     parser.add_argument(
         "--reply-tokens", type=int, default=200, help="text before each tool call"
+    )
+    parser.add_argument(
+        "--system-prompts",
+        choices=("shared", "distinct"),
+        default="shared",
+        help="one system prompt for every session (one agent), or a different one each "
+        "(first turns cannot reuse each other's encoding)",
     )
     parser.add_argument("--long-prompt-tokens", type=int, default=32000)
     parser.add_argument("--turns", type=int, default=64)

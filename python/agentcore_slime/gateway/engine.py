@@ -21,11 +21,13 @@ import asyncio
 import json
 import logging
 import math
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import orjson
+
+from .wire import dump_json, new_id
 
 logger = logging.getLogger(__name__)
 
@@ -150,19 +152,19 @@ class EngineClient:
 
         :raises EngineError: exhausted retries, a 4xx, an abort finish or a malformed answer.
         """
-        headers = {"X-SMG-Routing-Key": routing_key} if routing_key else {}
+        headers = {"Content-Type": "application/json"}
+        if routing_key:
+            headers["X-SMG-Routing-Key"] = routing_key
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
-            body = {
-                "rid": uuid.uuid4().hex,
-                "input_ids": input_ids,
-                "return_logprob": True,
-                "sampling_params": sampling_params,
-            }
+            rid = new_id("")
+            body = dump_json(
+                {"rid": rid, "input_ids": input_ids, "return_logprob": True, "sampling_params": sampling_params}
+            )
             try:
-                async with self.session.post(f"{self.url}/generate", json=body, headers=headers) as resp:
+                async with self.session.post(f"{self.url}/generate", data=body, headers=headers) as resp:
                     if resp.status >= 500:
                         last = f"HTTP {resp.status}: {(await resp.text())[:200]}"
                         continue
@@ -175,13 +177,13 @@ class EngineClient:
                         raise EngineError(
                             f"engine rejected the request (HTTP {resp.status}): {detail}", retryable=False
                         )
-                    payload = await resp.json(content_type=None)
+                    payload = _load_answer(await resp.read())
             except TimeoutError:
-                await self._abort(str(body["rid"]))
+                await self._abort(rid)
                 last = f"no answer within {self.read_timeout:g} s"
                 continue
             except asyncio.CancelledError:  # the session was aborted: free the engine's work too
-                await asyncio.shield(self._abort(str(body["rid"])))
+                await asyncio.shield(self._abort(rid))
                 raise
             except aiohttp.ClientResponseError as err:  # e.g. a non-JSON 200 body
                 raise EngineError(f"malformed /generate answer: {err.message}", retryable=False) from None
@@ -209,6 +211,15 @@ class EngineClient:
                     pass
             except (TimeoutError, aiohttp.ClientError):
                 logger.debug("abort_request for %s at %s failed", rid, url)
+
+
+def _load_answer(raw: bytes) -> Any:
+    """A ``/generate`` answer: orjson, or the standard parser for what orjson refuses (an
+    engine may write NaN for a logprob; the checks in :func:`_result` then name it)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def _error_message(payload: Any) -> str:

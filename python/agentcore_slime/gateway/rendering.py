@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
+import threading
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from typing import Any
 
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.launch.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
+
+from .wire import new_id
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ MODEL_TYPE_FAMILIES: dict[str, str] = {
 }
 WINDOW_STANDIN = "(first message)"  # stands for the first message's text in a bridge's window
 CHAT_TEMPLATE_FAMILY = "default"  # renderers' name for "the model's own chat template"
+PARSE_PROMPT_TAIL = 1024  # prompt ids a completion parser sees: the last turn's header is in them
 
 
 class RenderError(ValueError):
@@ -65,11 +69,17 @@ class Prompt:
     :param token_mode: ``bridged`` (extends the previous prompt + completion) or ``rendered``.
     :param chain_break: why a cumulative-mode call was rendered in full ("" if bridged or
         the session has no previous call).
+    :param ids: the same ids as an ``array('i')`` when the builder made one (the trace store
+        keeps that form).
+    :param shared: leading ids known to equal the previous call's prompt + completion (a
+        bridge extends them by construction); -1 when unknown.
     """
 
     token_ids: list[int]
     token_mode: str
     chain_break: str = ""
+    ids: array[int] | None = None
+    shared: int = -1
 
 
 @dataclass
@@ -315,6 +325,140 @@ def choose_renderer(
 
 
 # --------------------------------------------------------------------------- prompts
+SEGMENT_CACHE_CHARS = 64 * 1024 * 1024  # text the segment cache holds ids for (LRU)
+SEGMENT_CACHE_MIN = 512  # shorter pieces encode faster than a cache lookup pays back
+SEGMENT_CHECKS = 8  # full renders compared with the renderer's own before trusting the split
+SEGMENT_CHECK_CHARS = 48_000  # longer texts are checked against their own whole-text encoding
+
+
+def _split_tokens(tokenizer: Any) -> list[str]:
+    """Special tokens after which a text can be cut without changing its ids.
+
+    The tokenizer extracts added tokens before anything else and encodes the text between
+    them piece by piece, so the ids of ``a + b`` are ids(a) + ids(b) when ``a`` ends with
+    an added token the tokenizer matches there. That holds for a special token that strips
+    no whitespace, is matched on the raw text, and cannot overlap another added token
+    (none contains it, none ends with a start of it).
+    """
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    contents = [str(t.content) for t in added.values()]
+    out = []
+    for token in added.values():
+        text = str(token.content)
+        if not token.special or token.lstrip or token.rstrip or token.single_word or token.normalized:
+            continue
+        clash = any(
+            other != text and (text in other or any(other.endswith(text[:i]) for i in range(1, len(text))))
+            for other in contents
+        )
+        if text and not clash:
+            out.append(text)
+    return out
+
+
+class SegmentEncoder:
+    """Encodes chat-template text piece by piece, with a cache, off the GIL.
+
+    Two things make a full render of a long conversation slow for everyone else: the
+    tokenizer holds the GIL for its whole length (the gateway's event loop waits), and the
+    same long system prompt and tool schemas are encoded again for every session. Here the
+    text is cut after special tokens (see :func:`_split_tokens`), long pieces are looked up
+    in an LRU cache, and the rest go to the Rust tokenizer's ``encode_batch``, which releases
+    the GIL. The first :data:`SEGMENT_CHECKS` encodes are compared with the renderer's own
+    ids; one difference (a tokenizer whose pre-tokenizer treats the start of the text
+    specially, say) switches the encoder off for good.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        backend = getattr(tokenizer, "_tokenizer", None)
+        tokens = _split_tokens(tokenizer)
+        usable = (
+            backend is not None
+            and hasattr(backend, "encode_batch")
+            and getattr(backend, "truncation", None) is None
+            and getattr(backend, "padding", None) is None
+        )
+        self._backend = backend if usable and tokens else None
+        self._tokens = tokens
+        self._cache: OrderedDict[str, array[int]] = OrderedDict()
+        self._cached_chars = 0
+        self._lock = threading.Lock()
+        self.checks_left = SEGMENT_CHECKS
+
+    @property
+    def enabled(self) -> bool:
+        return self._backend is not None
+
+    def disable(self, why: str) -> None:
+        if self._backend is not None:
+            logger.warning("segment encoding off (%s); full renders hold the GIL", why)
+        self._backend = None
+        with self._lock:
+            self._cache.clear()
+            self._cached_chars = 0
+
+    def pieces(self, text: str) -> list[str]:
+        """``text`` cut after every split token (concatenated, the pieces are the text)."""
+        cuts = sorted(
+            {
+                i + len(token)
+                for token in self._tokens
+                for i in _occurrences(text, token)
+                if i + len(token) < len(text)
+            }
+        )
+        return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+    def encode(self, text: str) -> array[int]:
+        """The ids of ``text`` (without added BOS/EOS), as ``array('i')``."""
+        backend = self._backend
+        assert backend is not None, "segment encoding is off"
+        pieces = self.pieces(text)
+        found: dict[int, array[int]] = {}
+        with self._lock:
+            for i, piece in enumerate(pieces):
+                hit = self._cache.get(piece) if len(piece) >= SEGMENT_CACHE_MIN else None
+                if hit is not None:
+                    self._cache.move_to_end(piece)
+                    found[i] = hit
+        missing = [i for i in range(len(pieces)) if i not in found]
+        if missing:
+            encodings = backend.encode_batch([pieces[i] for i in missing], add_special_tokens=False)
+            for i, encoding in zip(missing, encodings, strict=True):
+                found[i] = array("i", encoding.ids)
+            self._remember([(pieces[i], found[i]) for i in missing if len(pieces[i]) >= SEGMENT_CACHE_MIN])
+        out = array("i")
+        for i in range(len(pieces)):
+            out += found[i]
+        return out
+
+    def encode_whole(self, text: str) -> array[int]:
+        """The ids of ``text`` encoded in one piece (the GIL released)."""
+        backend = self._backend
+        assert backend is not None, "segment encoding is off"
+        return array("i", backend.encode_batch([text], add_special_tokens=False)[0].ids)
+
+    def _remember(self, entries: list[tuple[str, array[int]]]) -> None:
+        with self._lock:
+            for piece, ids in entries:
+                if piece in self._cache or len(piece) > SEGMENT_CACHE_CHARS // 4:
+                    continue
+                self._cache[piece] = ids
+                self._cached_chars += len(piece)
+            while self._cached_chars > SEGMENT_CACHE_CHARS:
+                piece, _ = self._cache.popitem(last=False)
+                self._cached_chars -= len(piece)
+
+
+def _occurrences(text: str, token: str) -> list[int]:
+    out = []
+    i = text.find(token)
+    while i >= 0:
+        out.append(i)
+        i = text.find(token, i + len(token))
+    return out
+
+
 class PromptBuilder:
     """Builds prompt ids for a call: full render, or a bridge in cumulative mode.
 
@@ -335,19 +479,53 @@ class PromptBuilder:
         close = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self._close_id = close if isinstance(close, int) and close != tokenizer.unk_token_id else None
         self._window_ok = True
+        self.segments = SegmentEncoder(tokenizer) if family == CHAT_TEMPLATE_FAMILY else None
 
     def _eos_ids(self) -> list[int]:
         eos = getattr(self.tokenizer, "eos_token_id", None)
         return [eos] if isinstance(eos, int) else []
 
+    @property
+    def releases_gil(self) -> bool:
+        """Whether a full render leaves the GIL to other threads while it tokenizes."""
+        return self.segments is not None and self.segments.enabled
+
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
         """Full render with the generation prompt."""
+        return self.render_array(messages, tools).tolist()
+
+    def render_array(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> array[int]:
+        """Full render with the generation prompt, as ``array('i')``."""
         try:
-            return list(self.renderer.render_ids(messages, tools=tools or None, add_generation_prompt=True))
+            if self.segments is not None and self.segments.enabled:
+                return self._render_segments(messages, tools, self.segments)
+            return array("i", self.renderer.render_ids(messages, tools=tools or None, add_generation_prompt=True))
         except RenderError:
             raise
         except Exception as err:  # template errors are the request's fault (bad message shapes)
             raise RenderError(f"cannot render the messages: {err}") from err
+
+    def _render_segments(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, segments: SegmentEncoder
+    ) -> array[int]:
+        """The chat template's text encoded piece by piece; the first few checked against the
+        renderer's own ids (the text is what renderers' DefaultRenderer tokenizes)."""
+        text = self._apply_text(messages, tools, add_generation_prompt=True)
+        ids = segments.encode(text)
+        if segments.checks_left > 0:
+            segments.checks_left -= 1
+            # short texts: against the renderer itself; long ones against the whole text in one
+            # piece (the GIL stays free: a long first render must not stall the loop either)
+            if len(text) <= SEGMENT_CHECK_CHARS:
+                reference = array(
+                    "i", self.renderer.render_ids(messages, tools=tools or None, add_generation_prompt=True)
+                )
+            else:
+                reference = segments.encode_whole(text)
+            if reference != ids:
+                segments.disable("pieces encoded apart differ from the whole text encoded")
+                return reference
+        return ids
 
     def build(
         self,
@@ -364,14 +542,21 @@ class PromptBuilder:
         render = full_render or self.render
         if not cumulative or chain is None:
             return Prompt(render(messages, tools), "rendered")
-        bridged, why = self._bridge(messages, tools, chain)
-        if bridged is None:
-            return Prompt(render(messages, tools), "rendered", why)
-        return Prompt(bridged, "bridged")
+        bridged, why = self.bridge(messages, tools, chain)
+        return bridged or Prompt(render(messages, tools), "rendered", why)
+
+    def bridge(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, chain: ChainState
+    ) -> tuple[Prompt | None, str]:
+        """The bridged prompt, or None and why the call must be rendered in full."""
+        ids, why = self._bridge(messages, tools, chain)
+        if ids is None:
+            return None, why
+        return Prompt(ids.tolist(), "bridged", ids=ids, shared=chain.end), ""
 
     def _bridge(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, chain: ChainState
-    ) -> tuple[list[int] | None, str]:
+    ) -> tuple[array[int] | None, str]:
         k = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
         if k < 0:
             return None, "no assistant message in the history"
@@ -389,20 +574,20 @@ class PromptBuilder:
             tail = self._template_bridge(messages, k, tools, chain)
             if tail is None:
                 return None, "the renderer declined to bridge"
-            return (head + array("i", tail)).tolist(), ""  # extends head by construction
+            return head + tail, ""  # extends head by construction
         out = self.renderer.bridge_to_next_turn(
             chain.prompt_ids.tolist(), chain.completion_ids.tolist(), new, tools=tools or None
         )
         if out is None:
             return None, "the renderer declined to bridge"
-        ids = list(out.token_ids)
-        if array("i", ids[: len(head)]) != head:
+        ids = array("i", out.token_ids)
+        if ids[: len(head)] != head:
             return None, "the bridge does not extend the previous prompt + completion"
         return ids, ""
 
     def _template_bridge(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None, chain: ChainState
-    ) -> list[int] | None:
+    ) -> array[int] | None:
         """ChatML bridge for chat-template models (reference §8, step 3): the ids that follow
         the previous prompt + completion.
 
@@ -416,8 +601,15 @@ class PromptBuilder:
         if suffix is None:
             return None
         ended = chain.end > chain.prompt_len and chain.ids[chain.end - 1] in self.stop_ids
-        closing = [] if ended else [self._close_id]
-        return [*closing, *self.tokenizer.encode(suffix, add_special_tokens=False)]
+        closing = array("i", [] if ended else [self._close_id])
+        return closing + self._encode(suffix)
+
+    def _encode(self, text: str) -> array[int]:
+        """Ids of template text (no BOS/EOS): the Rust tokenizer directly when it can be trusted
+        to match (the Python wrapper costs more than a short encode)."""
+        if self.segments is not None and self.segments.enabled:
+            return self.segments.encode(text)
+        return array("i", self.tokenizer.encode(text, add_special_tokens=False))
 
     def _suffix(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None
@@ -474,12 +666,18 @@ class PromptBuilder:
 
 # --------------------------------------------------------------------------- parsing
 def parse_completion(
-    renderer: Any, completion_ids: list[int], prompt_ids: list[int], tools: list[dict[str, Any]] | None
+    renderer: Any,
+    completion_ids: list[int],
+    prompt_ids: list[int] | array[int],
+    tools: list[dict[str, Any]] | None,
 ) -> dict[str, Any]:
     """Sampled ids -> OpenAI assistant message (content, reasoning_content, tool_calls)."""
     from renderers import ToolCallParseStatus
 
-    parsed = renderer.parse_response(completion_ids, tools=tools or None, prompt_ids=prompt_ids)
+    # the parser looks for the last turn's header (does the prompt open a reasoning block?):
+    # its tail is enough, and scanning a 100k-token prompt per call is not free
+    tail = prompt_ids[-PARSE_PROMPT_TAIL:]
+    parsed = renderer.parse_response(completion_ids, tools=tools or None, prompt_ids=list(tail))
     calls = []
     for call in parsed.tool_calls:
         if call.status != ToolCallParseStatus.OK:
@@ -487,7 +685,7 @@ def parse_completion(
         args = call.arguments if call.arguments is not None else {}
         calls.append(
             {
-                "id": call.id or f"call_{uuid.uuid4().hex[:24]}",
+                "id": call.id or new_id("call_"),
                 "type": "function",
                 "function": {
                     "name": call.name,

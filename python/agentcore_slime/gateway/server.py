@@ -16,6 +16,7 @@ Routes:
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import dataclasses
 import gc
 import ipaddress
@@ -51,14 +52,24 @@ from .rendering import (
 )
 from .store import SessionTraces, rebuild
 from .trace import CallTrace
-from .wire import BadRequest, ChatRequest, Reply, error_body, finish_reason, load_json, parse_request
+from .wire import (
+    BadRequest,
+    ChatRequest,
+    Reply,
+    dump_json,
+    error_body,
+    finish_reason,
+    load_json,
+    parse_request,
+)
 
 logger = logging.getLogger(__name__)
 PACKAGE_LOGGER = "agentcore_slime.gateway"
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:~-]{1,256}$")
 NO_RETRY = {"x-should-retry": "false"}
 IDEMPOTENCY_KEY = "Idempotency-Key"  # a client's retry sends the same key: it gets the same reply
-RENDER_THREADS = 4  # parse / render workers: a long render does not queue the short ones
+RENDER_THREADS = 4  # full-render workers: a long render does not queue the short ones
+INLINE_BODY_BYTES = 256 * 1024  # larger chat bodies are parsed in a render thread, not on the loop
 _T = TypeVar("_T")
 _Body = tuple[bytes | list[bytes], str]  # a reply as sent: JSON bytes or SSE events, and its content type
 
@@ -89,6 +100,7 @@ class _Call:
     started: float
     repeat: bool = False  # the same messages and tools as the last recorded call
     prompt: Prompt | None = None
+    chain_break: str = ""  # why a cumulative-mode call could not be bridged
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -107,8 +119,28 @@ def _json_error(
     )
 
 
+def release_memory() -> None:
+    """Return free heap pages to the system (glibc's ``malloc_trim``; a no-op elsewhere).
+
+    ctypes releases the GIL for the call, so the event loop keeps running meanwhile.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _guarded(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)``; a recursion error (input nested beyond what the parsers take) is the request's fault."""
+    try:
+        return fn(*args)
+    except RecursionError:
+        raise BadRequest("the request is nested too deeply") from None
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return dump_json(value).decode()
 
 
 def _is_loopback(address: str | None) -> bool:
@@ -373,11 +405,26 @@ class Gateway:
         return rebuild(stored)  # outside the lock: the event loop takes it too
 
     def delete_session(self, session_id: str) -> None:
-        """Forget a session (idempotent); later calls on its URL get 404."""
+        """Forget a session (idempotent); later calls on its URL get 404.
+
+        When the last session goes (a step's episodes are done), the freed heap is given back
+        to the system in a render thread: Python frees a session's arrays, but the C
+        allocator keeps their pages unless asked.
+        """
+        self._forget(session_id)
+
+    def _forget(self, session_id: str) -> _Session | None:
         with self._registry:
             session = self._sessions.pop(session_id, None)
             if session is not None:
                 session.deleted = True
+            idle = session is not None and not self._sessions
+        if idle and self._pool is not None:
+            try:
+                self._pool.submit(release_memory)
+            except RuntimeError:  # shutting down
+                pass
+        return session
 
     def abort_session(self, session_id: str, timeout: float = 10.0) -> None:
         """Delete a session and abort its chat calls in flight (their engine requests included).
@@ -385,10 +432,7 @@ class Gateway:
         Used when the rollout cuts an episode: the agent's pending calls get no reply, the engine
         stops generating for them, and nothing more is recorded (idempotent).
         """
-        with self._registry:
-            session = self._sessions.pop(session_id, None)
-            if session is not None:
-                session.deleted = True
+        session = self._forget(session_id)
         loop = self._loop
         if session is None or loop is None or not loop.is_running():
             return
@@ -510,7 +554,7 @@ class Gateway:
                 if key is not None and key in session.replies:  # a retry of a delivered call: same reply
                     return await self._send(request, *session.replies[key]) or web.Response(status=499)
                 try:
-                    call = await self._off_loop(self._prepare, raw, session)
+                    call = await self._prepare(raw, session)
                 except BadRequest as err:
                     return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
                 except RenderError as err:
@@ -520,21 +564,34 @@ class Gateway:
             session.in_flight.discard(task)
 
     async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run CPU work (parsing, rendering) in the render pool: the event loop keeps serving.
+        """Run CPU work (a full render, a huge body) in the render threads: the loop keeps serving."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, _guarded, fn, *args)
 
-        A recursion error (input nested beyond what the parsers take) is the request's fault.
+    async def _prepare(self, raw: bytes, session: _Session) -> _Call:
+        """Parse and validate the body, build the prompt ids and the sampling params.
+
+        A body of ordinary size and a cumulative bridge cost less than handing them to a
+        thread (a wake-up, the GIL handed over and back), so they run on the event loop; a
+        full render, and every step of a body over :data:`INLINE_BODY_BYTES`, run in the
+        render threads.
         """
+        if len(raw) > INLINE_BODY_BYTES:
+            return await self._off_loop(self._prepare_all, raw, session)
+        call = _guarded(self._parse_call, raw, session)
+        if call.prompt is None:
+            call.prompt = await self._off_loop(self._render_call, call)
+        call.params = self._sampling(session, call.request, len(call.prompt.token_ids))
+        return call
 
-        def run() -> _T:
-            try:
-                return fn(*args)
-            except RecursionError:
-                raise BadRequest("the request is nested too deeply") from None
+    def _prepare_all(self, raw: bytes, session: _Session) -> _Call:
+        call = self._parse_call(raw, session)
+        if call.prompt is None:
+            call.prompt = self._render_call(call)
+        call.params = self._sampling(session, call.request, len(call.prompt.token_ids))
+        return call
 
-        return await asyncio.get_running_loop().run_in_executor(self._pool, run)
-
-    def _prepare(self, raw: bytes, session: _Session) -> _Call:
-        """Parse and validate the body, build the prompt ids and sampling params (render pool)."""
+    def _parse_call(self, raw: bytes, session: _Session) -> _Call:
+        """The request, its messages normalized, and the prompt when a bridge builds it."""
         assert self._builder is not None
         started = time.perf_counter()
         chat = parse_request(raw)
@@ -542,20 +599,26 @@ class Gateway:
         call = _Call(chat, messages, tools_key(chat.tools), started)
         call.repeat = session.last_request == (call.messages, call.tools_key)
         base = session.chain_before if call.repeat else session.chain
-        call.prompt = self._builder.build(
-            messages, chat.tools, base, self.config.cumulative_token_mode, self._full_render
-        )
-        call.params = self._sampling(session, chat, len(call.prompt.token_ids))
+        if self.config.cumulative_token_mode and base is not None:
+            call.prompt, call.chain_break = self._builder.bridge(messages, chat.tools, base)
         return call
 
-    def _full_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
-        """A full render; long conversations in the render process (see render_pool)."""
+    def _render_call(self, call: _Call) -> Prompt:
+        """A full render: long conversations in the render process unless the tokenizer leaves
+        the GIL while it works (see render_pool and rendering.SegmentEncoder)."""
         assert self._builder is not None
-        if self._render_pool is not None and text_size(messages, tools) > OFFLOAD_CHARS:
-            ids = self._render_pool.render(messages, tools)
-            if ids is not None:
-                return ids
-        return self._builder.render(messages, tools)
+        messages, tools = call.messages, call.request.tools
+        ids: array[int] | None = None
+        if (
+            self._render_pool is not None
+            and not self._builder.releases_gil
+            and text_size(messages, tools) > OFFLOAD_CHARS
+        ):
+            rendered = self._render_pool.render(messages, tools)
+            ids = None if rendered is None else array("i", rendered)
+        if ids is None:
+            ids = self._builder.render_array(messages, tools)
+        return Prompt(ids.tolist(), "rendered", call.chain_break, ids=ids)
 
     async def _serve_call(
         self, request: web.Request, session: _Session, call: _Call, key: str | None
@@ -573,7 +636,7 @@ class Gateway:
                 code="engine_error",
                 retry=err.retryable,
             )
-        message, reply = await self._off_loop(self._reply, call, result.output_ids, result.finish_type)
+        message, reply = self._reply(call, result.output_ids, result.finish_type)
         trace = CallTrace(
             prompt_token_ids=call.prompt.token_ids,
             completion_token_ids=result.output_ids,
@@ -602,7 +665,7 @@ class Gateway:
         """Parse the sampled ids into the assistant message and serialize the reply (render pool)."""
         assert self._builder is not None and call.prompt is not None
         message = parse_completion(
-            self._builder.renderer, output_ids, call.prompt.token_ids, call.request.tools
+            self._builder.renderer, output_ids, call.prompt.ids or call.prompt.token_ids, call.request.tools
         )
         reply = Reply(
             call.request.model or self.config.model_id,
@@ -613,7 +676,7 @@ class Gateway:
         )
         if call.request.stream:
             return message, (reply.sse_events(call.request.include_usage), "text/event-stream")
-        return message, (json.dumps(reply.completion(), ensure_ascii=False).encode(), "application/json")
+        return message, (dump_json(reply.completion()), "application/json")
 
     def _decode(self, ids: list[int]) -> str:
         assert self._builder is not None
@@ -689,7 +752,7 @@ class Gateway:
         with self._registry:
             if session.deleted:
                 return lambda: None
-            session.store.append(trace)
+            session.store.append(trace, call.prompt.ids)
         if key is not None:
             session.replies[key] = reply
         session.chain_before = session.chain_before if call.repeat else session.chain
