@@ -325,9 +325,10 @@ def choose_renderer(
 
 
 # --------------------------------------------------------------------------- prompts
-SEGMENT_CACHE_CHARS = 64 * 1024 * 1024  # text the segment cache holds ids for (LRU)
-SEGMENT_CACHE_MIN = 512  # shorter pieces encode faster than a cache lookup pays back
+SEGMENT_CACHE_CHARS = 16 * 1024 * 1024  # text the segment cache holds ids for (LRU; ~5x that in bytes)
+SEGMENT_CACHE_MIN = 4096  # shorter pieces (a tool result, a reply) are cheap to encode and rarely repeat
 SEGMENT_CHECKS = 8  # full renders compared with the renderer's own before trusting the split
+BATCH_ENCODE_CHARS = 8_000  # from this much text on, encode with the GIL released (encode_batch)
 SEGMENT_CHECK_CHARS = 48_000  # longer texts are checked against their own whole-text encoding
 
 
@@ -413,6 +414,8 @@ class SegmentEncoder:
         """The ids of ``text`` (without added BOS/EOS), as ``array('i')``."""
         backend = self._backend
         assert backend is not None, "segment encoding is off"
+        if len(text) < SEGMENT_CACHE_MIN:  # a bridge's few new messages: one plain call is cheapest
+            return array("i", backend.encode(text, add_special_tokens=False).ids)
         pieces = self.pieces(text)
         found: dict[int, array[int]] = {}
         with self._lock:
@@ -422,7 +425,11 @@ class SegmentEncoder:
                     self._cache.move_to_end(piece)
                     found[i] = hit
         missing = [i for i in range(len(pieces)) if i not in found]
-        if missing:
+        if sum(len(pieces[i]) for i in missing) < BATCH_ENCODE_CHARS:
+            # short work: handing it to the tokenizer's thread pool costs more than it saves
+            for i in missing:
+                found[i] = array("i", backend.encode(pieces[i], add_special_tokens=False).ids)
+        elif missing:
             encodings = backend.encode_batch([pieces[i] for i in missing], add_special_tokens=False)
             for i, encoding in zip(missing, encodings, strict=True):
                 found[i] = array("i", encoding.ids)
