@@ -8,8 +8,10 @@ in S3, merges the session's token traces into Samples and deletes the session.
 
 Everything that lives across calls (config, gateway, boto3 clients, thread pool,
 event loop, eval dataset cache) is kept in one :class:`Runtime`, created lazily at
-the first call by the module's only state holder. Tests swap the gateway factory
-(``_STATE.gateway_factory``) for a stand-in with the same three session methods.
+the first call by the module's only state holder. The gateway runs in a child process
+(:class:`~agentcore_slime.gateway.GatewayProcess`); if it dies, the episodes of its sessions
+fail with ``gateway_error`` and the next step starts a new one. Tests swap the gateway factory
+(``_STATE.gateway_factory``) for a stand-in with the same session methods.
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ T = TypeVar("T")
 
 
 class GatewayLike(Protocol):
-    """The part of ``agentcore_slime.gateway.Gateway`` the rollout uses."""
+    """The part of ``agentcore_slime.gateway.GatewayProcess`` the rollout uses.
+
+    A gateway may also have ``ensure_running()`` (restart a dead gateway process): the rollout
+    calls it, when there, at the start of every step.
+    """
 
     def create_session(self, session_id: str, sampling_params: dict[str, Any]) -> str: ...
 
@@ -112,18 +118,26 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
 
 
 def default_gateway_factory(config: ToolkitConfig, args: Any) -> GatewayLike:
-    """Start the trace-capturing gateway in front of slime's SGLang router.
+    """Start the trace-capturing gateway in front of slime's SGLang router, in its own process
+    (the rollout's threads do not compete with it for the GIL).
 
     :param config: the rollout settings.
     :param args: slime's args (``hf_checkpoint``, router address, context length).
     """
     settings = gateway_config(config, args)
     engine_url = _engine_url(args)
-    from agentcore_slime.gateway import Gateway
+    from agentcore_slime.gateway import GatewayProcess
 
-    gateway = Gateway(settings)
+    gateway = GatewayProcess(settings)
     gateway.start(engine_url)
     return gateway
+
+
+def _ensure_gateway(gateway: GatewayLike) -> None:
+    """Restart the gateway process if it died during an earlier step (stand-ins have no process)."""
+    ensure_running = getattr(gateway, "ensure_running", None)
+    if callable(ensure_running):
+        ensure_running()
 
 
 class Runtime:
@@ -709,9 +723,11 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
     :returns: ``RolloutFnTrainOutput`` (one list of Samples per group, in group order,
         padded for slime's data-parallel split) or ``RolloutFnEvalOutput``.
     :raises ConfigError: at the first call, when a setting is missing or invalid.
-    :raises RuntimeError: when every episode of a training step failed.
+    :raises RuntimeError: when every episode of a training step failed, or the gateway process
+        died and cannot be started again.
     """
     runtime = _STATE.get(args)
+    _ensure_gateway(runtime.gateway)
     if evaluation:
         return runtime.run(_eval_step(runtime, args, rollout_id))
     return runtime.run(_train_step(runtime, args, rollout_id, data_source))

@@ -135,14 +135,15 @@ def load_payloads(data: str, limit: int | None) -> list[Any]:
 
 
 def start_gateway(config: ToolkitConfig, args: argparse.Namespace) -> Any:
-    """The training gateway in front of ``--engine-url`` (health-checked before it serves).
+    """The training gateway in front of ``--engine-url`` (health-checked before it serves), in its
+    own process as in training.
 
     Unlike training (which binds next to slime's router), an unset ``gateway_host`` serves on
     every interface and advertises an address agents on other hosts (ACR) can reach.
     """
-    from agentcore_slime.gateway import Gateway, GatewayConfig
+    from agentcore_slime.gateway import GatewayConfig, GatewayProcess
 
-    gateway = Gateway(
+    gateway = GatewayProcess(
         GatewayConfig(
             model_dir=args.model_dir,
             model_id=config.model_id,

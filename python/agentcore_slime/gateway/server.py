@@ -10,7 +10,8 @@ Routes:
 - ``POST /sessions/{sid}/v1/chat/completions``, ``GET /sessions/{sid}/v1/models``
 - ``GET /health``
 - admin, loopback peers only: ``POST /admin/sessions``, ``DELETE /admin/sessions/{sid}``,
-  ``GET /admin/sessions/{sid}/traces``
+  ``GET /admin/sessions/{sid}/traces`` (JSON; ``.../traces.bin``: :mod:`.trace_wire` bytes),
+  ``POST /admin/sessions/{sid}/abort``
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from . import trace_wire
 from .config import GatewayConfig, check_sampling_params
 from .engine import EngineClient, EngineError, settle_finish
 from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, text_size
@@ -460,6 +462,8 @@ class Gateway:
         app.router.add_post("/admin/sessions", self._admin_create)
         app.router.add_delete("/admin/sessions/{sid}", self._admin_delete)
         app.router.add_get("/admin/sessions/{sid}/traces", self._admin_traces)
+        app.router.add_get("/admin/sessions/{sid}/traces.bin", self._admin_traces_bin)
+        app.router.add_post("/admin/sessions/{sid}/abort", self._admin_abort)
         return app
 
     @web.middleware
@@ -526,6 +530,22 @@ class Gateway:
         except KeyError:
             return self._unknown_session(request.match_info["sid"])
         return web.json_response([dataclasses.asdict(t) for t in traces], dumps=_dumps)
+
+    async def _admin_traces_bin(self, request: web.Request) -> web.Response:
+        """The session's stored calls as :mod:`.trace_wire` bytes (the gateway process's seam)."""
+        sid = request.match_info["sid"]
+        with self._registry:
+            session = self._sessions.get(sid)
+            stored = None if session is None else session.store.snapshot()
+        if stored is None:
+            return self._unknown_session(sid)
+        body = await self._off_loop(trace_wire.encode, stored)
+        return web.Response(body=body, content_type="application/octet-stream")
+
+    async def _admin_abort(self, request: web.Request) -> web.Response:
+        # abort_session waits on this loop for the cancellations: run it from a thread
+        await asyncio.to_thread(self.abort_session, request.match_info["sid"])
+        return web.json_response({"aborted": request.match_info["sid"]})
 
     # ------------------------------------------------------------------ chat
     async def _chat(self, request: web.Request) -> web.StreamResponse:

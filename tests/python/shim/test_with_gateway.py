@@ -10,16 +10,21 @@ Samples train on.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentcore_slime import rollout
+from agentcore_slime._samples import ShimRecord
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import FakeSGLang, text_policy
 from fakes.toy_tokenizer import build_toy_tokenizer
+from slime.utils.eval_config import EvalDatasetConfig
 
 from shim.slime_split import check_sample_invariants, flatten
 from shim.standins import Behaviour, StandinAgent, make_args
@@ -85,3 +90,52 @@ def test_rollout_with_the_real_gateway(
             info["calls"]
         )
     assert calls_per_episode == {sid: 2 for sid, _ in agent.invocations}
+
+
+def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_it(
+    s3_bucket: str, local_s3: LocalS3, engine: tuple[Path, FakeSGLang, Any], tmp_path: Path
+) -> None:
+    """The gateway runs in its own process: SIGKILLed mid-episode (the agent is running), the
+    episode fails with ``gateway_error`` saying so, and the next step gets a new gateway."""
+    model_dir, fake, _ = engine
+    killed: list[int] = []
+
+    def script(payload: dict[str, Any], sid: str) -> Behaviour:
+        if not killed:  # the first episode: its session is open, the agent runs; the gateway dies
+            assert rollout._STATE.runtime is not None
+            pid = rollout._STATE.runtime.gateway.pid  # type: ignore[attr-defined]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return Behaviour(result={"rewards": 1.0})
+        return Behaviour(result={"rewards": 1.0}, chat=["What is 2+2?"])
+
+    agent = StandinAgent(script, local_s3.client())
+    agent.start()
+    data = tmp_path / "val.jsonl"
+    data.write_text(json.dumps({"prompt": "q", "metadata": {"q": 1}}) + "\n")
+    rollout._STATE.reset()
+    try:
+        args = make_args(
+            agent_url=agent.url,
+            s3_bucket=s3_bucket,
+            hf_checkpoint=str(model_dir),
+            sglang_router_ip="127.0.0.1",
+            sglang_router_port=int(fake.url.rsplit(":", 1)[1]),
+            gateway_host="127.0.0.1",
+            eval_datasets=[EvalDatasetConfig(name="val", path=str(data))],
+        )
+        first = rollout.generate_rollout(args, 0, None, evaluation=True)
+        record = ShimRecord.of(first.data["val"]["samples"][0])
+        assert first.metrics["eval/val/failed"] == 1 and record.failure == "gateway_error"
+        assert f"the gateway process (pid {killed[0]}) died: killed by SIGKILL" in record.reason
+        first_url = rollout._STATE.runtime.gateway.url  # type: ignore[union-attr]
+
+        before = len(fake.requests)
+        second = rollout.generate_rollout(args, 1, None, evaluation=True)
+        gateway = rollout._STATE.runtime.gateway  # type: ignore[union-attr]
+        assert gateway.pid != killed[0] and gateway.url != first_url  # GATEWAY_PORT 0: a new port
+        assert second.data["val"]["rewards"] == [1.0] and second.metrics["eval/val/failed"] == 0
+        assert len(fake.requests) == before + 1  # the agent's call went through the new gateway
+    finally:
+        rollout._STATE.reset()
+        agent.stop()

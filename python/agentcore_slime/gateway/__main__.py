@@ -1,0 +1,97 @@
+"""``python -m agentcore_slime.gateway``: the gateway as a child process of the rollout.
+
+Started by :class:`~.process.GatewayProcess`, never by hand::
+
+    python -m agentcore_slime.gateway --engine-url http://10.0.0.5:3000 --config '{"model_dir": ...}'
+
+It starts a :class:`~.server.Gateway` from the JSON ``GatewayConfig`` and writes one line to
+stdout: ``agentcore-gateway {"ready": url, "admin": loopback url, "pid": pid}`` once it serves,
+or ``agentcore-gateway {"error": kind, "message": ...}`` when ``Gateway.start`` fails (kind:
+``ConfigError``, ``ValueError``, ``RuntimeError`` or ``OSError``; exit status 1). Log lines go
+to the inherited stderr. It serves until its stdin reaches end of file (the parent closed it,
+or died: even a SIGKILLed parent leaves no gateway behind) or it gets SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from agentcore_slime.errors import ConfigError
+
+from .process import READY_PREFIX
+
+ERROR_KINDS = (ConfigError, ValueError, RuntimeError, OSError)  # most specific first
+
+
+def _report(stream: Any, message: dict[str, Any]) -> None:
+    stream.write(READY_PREFIX + json.dumps(message) + "\n")
+    stream.flush()
+
+
+def admin_url(host: str | None, url: str) -> str:
+    """Where a process on this host reaches the admin routes (loopback peers only)."""
+    port = url.rsplit(":", 1)[1]
+    if host == "::" or (host or "").startswith("::1"):  # asyncio serves "::" on IPv6 only
+        return f"http://[::1]:{port}"
+    if host and host.startswith("127."):
+        return f"http://{host}:{port}"
+    return f"http://127.0.0.1:{port}"  # all interfaces, or a specific address (also served on 127.0.0.1)
+
+
+def _error_kind(err: BaseException) -> str:
+    return next((kind.__name__ for kind in ERROR_KINDS if isinstance(err, kind)), "RuntimeError")
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def _wait_for_parent() -> None:
+    """Block until stdin reaches end of file: the parent closed its end or died."""
+    while os.read(sys.stdin.fileno(), 4096):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m agentcore_slime.gateway")
+    parser.add_argument("--engine-url", required=True)
+    parser.add_argument("--config", required=True, help="GatewayConfig fields as a JSON object")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format=f"%(asctime)s %(levelname)s gateway[{os.getpid()}] %(name)s: %(message)s",
+    )
+    ready = sys.stdout
+    sys.stdout = sys.stderr  # stray prints must not fill a pipe nobody reads after the ready line
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    from .config import GatewayConfig
+    from .server import Gateway
+
+    gateway: Gateway | None = None
+    try:
+        config = GatewayConfig(**json.loads(args.config))
+        gateway = Gateway(config)
+        gateway.start(args.engine_url)
+    except Exception as err:  # noqa: BLE001 - every start-up failure is reported to the parent
+        _report(ready, {"error": _error_kind(err), "message": str(err) or type(err).__name__})
+        return 1
+    try:
+        admin = admin_url(config.host, gateway.url)
+        _report(ready, {"ready": gateway.url, "admin": admin, "pid": os.getpid()})
+        ready.close()
+        _wait_for_parent()
+    finally:
+        gateway.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,453 @@
+"""The gateway in a child process of the rollout, with :class:`~.server.Gateway`'s seam.
+
+The rollout process also runs the agent launcher, boto3 and S3 polling; a gateway in one of
+its threads competes with them for the GIL, so every agent's model call waits on the
+rollout's own work. :class:`GatewayProcess` runs the real gateway in
+``python -m agentcore_slime.gateway`` (its own interpreter) and forwards the session calls to
+its loopback admin routes; traces come back as :mod:`.trace_wire` bytes.
+
+- The child inherits stderr (its log lines go where the rollout's go) and watches its stdin:
+  when the parent dies, however, the pipe closes and the child exits.
+- A watcher thread notices when the child dies. From then on every session call raises
+  :class:`GatewayProcessDied`, saying how it died; the episodes of its sessions fail with
+  ``gateway_error``. :meth:`GatewayProcess.ensure_running` (called by the rollout at the start
+  of each step) starts a new child with the same settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+import httpx
+
+from agentcore_slime.errors import ConfigError, ToolkitError
+
+from . import trace_wire
+from .config import GatewayConfig
+from .store import rebuild
+from .trace import CallTrace
+
+logger = logging.getLogger(__name__)
+
+READY_PREFIX = "agentcore-gateway "  # the child's one stdout line starts with it (see __main__)
+CALL_TIMEOUT = 30.0  # seconds for one admin call (a session's traces included)
+ABORT_TIMEOUT = 10.0  # seconds the child waits for an aborted session's calls to stop
+STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL at shutdown
+_START_ERRORS: dict[str, type[Exception]] = {
+    "ConfigError": ConfigError,
+    "ValueError": ValueError,
+    "RuntimeError": RuntimeError,
+    "OSError": OSError,
+}
+
+
+class _QuietAdminCalls(logging.Filter):
+    """Drops httpx's INFO line per request for the admin calls (thousands a step in train.log)."""
+
+    origins: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        url = str(args[1]) if len(args) > 1 else ""
+        return not any(url.startswith(origin) for origin in self.origins)
+
+
+_QUIET = _QuietAdminCalls()
+logging.getLogger("httpx").addFilter(_QUIET)
+
+
+class GatewayProcessDied(ToolkitError, RuntimeError):
+    """The gateway's process died: its sessions are gone (their episodes fail)."""
+
+
+def start_timeout(config: GatewayConfig) -> float:
+    """How long the child may take to serve: the tokenizer and renderer load, then the engine's
+    ``/health`` is tried ``engine_health_attempts`` times (each up to 30 s, 1 s apart)."""
+    return 120.0 + 31.0 * config.engine_health_attempts
+
+
+def how_it_died(returncode: int) -> str:
+    """A child's exit status in words (``killed by SIGKILL (possibly out of memory)``)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        oom = " (possibly out of memory: see the kernel log, dmesg)" if -returncode == signal.SIGKILL else ""
+        return f"killed by {name}{oom}"
+    if returncode == 1:
+        return "exited with status 1 (a Python error: see its traceback in the log)"
+    return f"exited with status {returncode}"
+
+
+class _Child:
+    """One started child: its process, admin client and URLs."""
+
+    def __init__(
+        self, proc: subprocess.Popen[bytes], generation: int, url: str, admin: str, timeout: float
+    ) -> None:
+        self.proc = proc
+        self.generation = generation  # children started before it, plus one
+        self.url = url
+        self.admin = admin
+        self.died = ""  # how it died, once it did
+        _QUIET.origins.add(admin.rstrip("/") + "/")
+        self.client = httpx.Client(
+            base_url=admin,
+            timeout=httpx.Timeout(timeout, connect=5.0),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            trust_env=False,  # a proxy from the environment must not carry loopback admin calls
+        )
+
+
+class GatewayProcess:
+    """:class:`~.server.Gateway` in a supervised child process. Methods are thread-safe.
+
+    :param config: the gateway's settings (the child gets them as JSON).
+    :param ready_timeout: seconds to wait for the child to serve (default: :func:`start_timeout`).
+    :param call_timeout: seconds for one admin call.
+    """
+
+    def __init__(
+        self, config: GatewayConfig, *, ready_timeout: float | None = None, call_timeout: float = CALL_TIMEOUT
+    ) -> None:
+        self.config = config
+        self.ready_timeout = start_timeout(config) if ready_timeout is None else ready_timeout
+        self.call_timeout = call_timeout
+        self._engine_url = ""
+        self._child: _Child | None = None
+        self._generation = 0  # children started so far
+        self._sessions: dict[str, int] = {}  # session id -> the generation that holds it
+        self._deaths: dict[int, str] = {}  # generation -> what happened to it
+        self._lock = threading.Lock()  # state above
+        self._lifecycle = threading.Lock()  # start / restart / shutdown, one at a time
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def url(self) -> str:
+        """The serving child's URL, as agents reach it ("" before start)."""
+        child = self._child
+        return child.url if child is not None else ""
+
+    @property
+    def pid(self) -> int | None:
+        child = self._child
+        return child.proc.pid if child is not None else None
+
+    def start(self, engine_url: str) -> None:
+        """Start the child and wait until it serves (or reports why it cannot).
+
+        :raises ValueError: bad configuration (model dir, family, parser names), as ``Gateway.start``.
+        :raises RuntimeError: the engine is not healthy, the port cannot be bound, or the child
+            did not report within ``ready_timeout``.
+        """
+        with self._lifecycle:
+            if self._child is not None:
+                raise RuntimeError("gateway already started")
+            self._engine_url = engine_url
+            self._spawn()
+        logger.info("gateway process pid %s serving at %s (engine %s)", self.pid, self.url, engine_url)
+
+    def ensure_running(self) -> bool:
+        """Start a new child if the last one died (same settings; port 0 gets a new port).
+
+        :returns: whether a new child was started.
+        :raises RuntimeError: never started, or the new child cannot start (as :meth:`start`).
+        """
+        with self._lifecycle:
+            child = self._child
+            if child is None:
+                raise RuntimeError("gateway process not started (call start(engine_url) first)")
+            if child.proc.poll() is None:
+                return False
+            died = self._mark_dead(child, child.proc.wait())
+            child.client.close()
+            _stop(child.proc)  # closes its pipes
+            self._spawn()
+        logger.warning(
+            "gateway process restarted: pid %s serving at %s (the last one %s)", self.pid, self.url, died
+        )
+        return True
+
+    def shutdown(self) -> None:
+        """Stop the child: close its stdin, SIGTERM, then SIGKILL after STOP_TIMEOUT (idempotent)."""
+        with self._lifecycle:
+            with self._lock:
+                child, self._child = self._child, None
+            if child is None:
+                return
+            child.died = "was shut down"
+            child.client.close()
+            _stop(child.proc)
+
+    def _spawn(self) -> None:
+        """Start a child and wait for its ready line (caller holds the lifecycle lock)."""
+        command = [
+            sys.executable,
+            "-m",
+            "agentcore_slime.gateway",
+            "--engine-url",
+            self._engine_url,
+            "--config",
+            json.dumps(asdict(self.config)),
+        ]
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_child_env(),
+            start_new_session=True,  # its own process group: its render worker goes down with it
+        )
+        try:
+            ready = self._read_ready(proc)
+        except BaseException:
+            _stop(proc)
+            raise
+        child = _Child(proc, self._generation + 1, ready["ready"], ready["admin"], self.call_timeout)
+        try:
+            child.client.get("/health").raise_for_status()
+        except httpx.HTTPError as err:
+            child.client.close()
+            _stop(proc)
+            raise RuntimeError(
+                f"the gateway process serves at {child.url} but its admin routes do not answer on "
+                f"{child.admin}: {err} (set GATEWAY_HOST to an address of this host, or leave it unset)"
+            ) from None
+        with self._lock:
+            self._generation = child.generation
+            self._child = child
+        threading.Thread(
+            target=self._watch, args=(child,), name=f"agentcore-gateway-watch-{proc.pid}", daemon=True
+        ).start()
+
+    def _read_ready(self, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+        """The child's ready line, or its start-up error raised as the type ``Gateway.start`` raises."""
+        assert proc.stdout is not None
+        deadline = time.monotonic() + self.ready_timeout
+        buffered = b""
+        while True:
+            lines = buffered.split(b"\n")
+            for line in lines[:-1]:
+                text = line.decode("utf-8", "replace")
+                if text.startswith(READY_PREFIX):
+                    proc.stdout.close()
+                    return _ready_or_raise(json.loads(text[len(READY_PREFIX) :]))
+                sys.stderr.write(text + "\n")  # something printed to stdout before the line
+            buffered = lines[-1]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(
+                    f"the gateway process (pid {proc.pid}) did not start serving within "
+                    f"{self.ready_timeout:g} s: check its log lines above, that MODEL_DIR "
+                    f"({self.config.model_dir}) loads, and that the engine {self._engine_url} answers /health"
+                )
+            readable, _, _ = select.select([proc.stdout], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                try:
+                    how = how_it_died(proc.wait(STOP_TIMEOUT))
+                except subprocess.TimeoutExpired:
+                    how = "closed its stdout"
+                raise RuntimeError(
+                    f"the gateway process (pid {proc.pid}) {how} before it served (see its log lines above)"
+                )
+            buffered += chunk
+
+    def _watch(self, child: _Child) -> None:
+        """Wait for the child to exit; an exit nobody asked for is logged once and marked."""
+        returncode = child.proc.wait()
+        _kill_group(child.proc.pid)  # a render worker it leaves behind
+        self._mark_dead(child, returncode)
+
+    def _mark_dead(self, child: _Child, returncode: int) -> str:
+        """Record how the child died (whoever notices first logs it); a shut down child stays so."""
+        with self._lock:
+            first = not child.died
+            if first:
+                child.died = f"(pid {child.proc.pid}) died: {how_it_died(returncode)}"
+                self._deaths[child.generation] = child.died
+        if first:
+            logger.error("the gateway process %s; the episodes of its sessions fail", child.died)
+        return child.died
+
+    # ------------------------------------------------------------------ sessions
+    def create_session(self, session_id: str, sampling_params: dict[str, Any] | None = None) -> str:
+        """Open a session in the child and return its base URL (see ``Gateway.create_session``).
+
+        :raises ValueError: bad id or params, or the session already exists.
+        :raises GatewayProcessDied: the child died.
+        """
+        child, generation = self._serving()
+        body = {"session_id": session_id, "sampling_params": sampling_params}
+        response = self._call(child, "POST", "/admin/sessions", json=body)
+        if response.status_code == 400:
+            raise ValueError(_error_message(response))
+        _check(response, child)
+        with self._lock:
+            self._sessions[session_id] = generation
+        return str(response.json()["base_url"])
+
+    def traces(self, session_id: str) -> list[CallTrace]:
+        """The session's exact traces in call order.
+
+        :raises KeyError: unknown or deleted session.
+        :raises GatewayProcessDied: the child that held the session died.
+        """
+        child, _ = self._serving(session_id)
+        response = self._call(child, "GET", f"/admin/sessions/{session_id}/traces.bin")
+        if response.status_code == 404:
+            raise KeyError(f"unknown session {session_id!r}")
+        _check(response, child)
+        try:
+            stored = trace_wire.decode(response.content)
+        except ValueError as err:
+            raise RuntimeError(
+                f"the gateway process sent unreadable traces for session {session_id!r}: {err}"
+            ) from None
+        return rebuild(stored)
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget a session (idempotent; a session of a dead child is gone already)."""
+        if self._lost(session_id):
+            return
+        child, _ = self._serving()
+        with self._lock:
+            self._sessions.pop(session_id, None)
+        _check(self._call(child, "DELETE", f"/admin/sessions/{session_id}"), child)
+
+    def abort_session(self, session_id: str, timeout: float = ABORT_TIMEOUT) -> None:
+        """Delete a session and abort its calls in flight (see ``Gateway.abort_session``)."""
+        if self._lost(session_id):
+            return
+        child, _ = self._serving()
+        with self._lock:
+            self._sessions.pop(session_id, None)
+        response = self._call(child, "POST", f"/admin/sessions/{session_id}/abort", timeout=timeout + 5.0)
+        _check(response, child)
+
+    def _lost(self, session_id: str) -> bool:
+        """Whether the session belonged to a child that has been replaced (then it is forgotten)."""
+        with self._lock:
+            generation = self._sessions.get(session_id)
+            if generation is None or generation == self._generation:
+                return False
+            del self._sessions[session_id]
+            return True
+
+    def _serving(self, session_id: str | None = None) -> tuple[_Child, int]:
+        """The serving child and its generation.
+
+        :raises GatewayProcessDied: it died, or ``session_id`` was opened in a child that died.
+        """
+        with self._lock:
+            child, generation = self._child, self._generation
+            held_by = self._sessions.get(session_id, generation) if session_id is not None else generation
+            lost = self._deaths.get(held_by) if held_by != generation else None
+        if child is None:
+            raise RuntimeError("gateway process not started (call start(engine_url) first)")
+        if lost is not None:
+            raise GatewayProcessDied(
+                f"session {session_id!r} was lost: the gateway process {lost}; "
+                f"a new one serves at {child.url}"
+            )
+        if child.died:
+            raise _died(child)
+        return child, generation
+
+    def _call(self, child: _Child, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return child.client.request(method, path, **kwargs)
+        except httpx.HTTPError as err:
+            try:  # a connection the child's death cut: say so (the watcher may not have seen it yet)
+                returncode = child.proc.wait(2.0)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(
+                    f"the gateway process (pid {child.proc.pid}) did not answer {method} {path}: "
+                    f"{type(err).__name__}: {err}"
+                ) from None
+            self._mark_dead(child, returncode)
+            raise _died(child) from None
+
+
+def _died(child: _Child) -> GatewayProcessDied:
+    return GatewayProcessDied(
+        f"the gateway process {child.died}; the episodes of its sessions failed "
+        "(the rollout starts a new one at its next step)"
+    )
+
+
+def _ready_or_raise(report: dict[str, Any]) -> dict[str, Any]:
+    if "ready" in report:
+        return report
+    kind = _START_ERRORS.get(str(report.get("error")), RuntimeError)
+    raise kind(str(report.get("message")))
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}: {response.text[:200]}"
+
+
+def _check(response: httpx.Response, child: _Child) -> None:
+    if response.status_code >= 400:
+        raise RuntimeError(
+            f"the gateway process (pid {child.proc.pid}) answered {response.request.method} "
+            f"{response.request.url.path} with {_error_message(response)}"
+        )
+
+
+def _child_env() -> dict[str, str]:
+    """The parent's environment; the child imports this very package.
+
+    An installed package is found by the child as by the parent; a source tree the parent got
+    on ``sys.path`` some other way (tests, a rollout run by hand) goes on ``PYTHONPATH``
+    (never site-packages itself: ahead of the standard library it could shadow modules).
+    """
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    installed = {os.path.abspath(p) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
+    if package_root not in installed:
+        paths = [package_root, *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a child: EOF on stdin and SIGTERM, SIGKILL after STOP_TIMEOUT; its group goes too."""
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            logger.warning("gateway process %d did not stop within %g s; killing it", proc.pid, STOP_TIMEOUT)
+            proc.kill()
+            proc.wait()
+    _kill_group(proc.pid)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,339 @@
+"""The gateway in its own process (GatewayProcess): seam, start-up errors, deaths and restarts.
+
+Real child processes (``python -m agentcore_slime.gateway``) in front of the scripted SGLang
+server, with the toy tokenizer; agents' calls go over loopback HTTP with the openai SDK.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from agentcore_slime.errors import ConfigError
+from agentcore_slime.gateway import Gateway, GatewayConfig, GatewayProcess, GatewayProcessDied
+from agentcore_slime.gateway.process import _ready_or_raise, how_it_died
+from fakes.sglang_server import FakeSGLang, fake_logprob, text_policy
+from gateway_helpers import ADD_TOOL, Script, tool_call_text
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[3] / "python"
+
+
+@pytest.fixture
+def engine(tokenizer: Any) -> Iterator[tuple[FakeSGLang, Script]]:
+    script = Script()
+    with FakeSGLang(text_policy(tokenizer, script.respond), tokenizer=tokenizer) as fake:
+        yield fake, script
+
+
+@pytest.fixture
+def start(model_dir: Path) -> Iterator[Callable[..., GatewayProcess]]:
+    """``start(engine_url, **config_overrides)`` -> a serving GatewayProcess (shut down after the test)."""
+    started: list[GatewayProcess] = []
+
+    def make(engine_url: str, **overrides: Any) -> GatewayProcess:
+        config = {"host": "127.0.0.1", "port": 0, "engine_retry_backoff": 0.01, **overrides}
+        gateway = GatewayProcess(GatewayConfig(str(model_dir), **config), ready_timeout=60)
+        started.append(gateway)
+        gateway.start(engine_url)
+        return gateway
+
+    yield make
+    for gateway in started:
+        gateway.shutdown()
+
+
+def _chat(base_url: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=20)
+    reply = client.chat.completions.create(model="default", messages=messages, **kwargs)  # type: ignore[arg-type]
+    return reply.choices[0].message.model_dump(exclude_none=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _gone(pid: int) -> bool:
+    """Whether a process has exited (a zombie nobody reaped yet counts as exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.05)
+    return _gone(pid)
+
+
+def test_a_chat_through_the_child_is_traced_exactly(
+    start: Callable[..., GatewayProcess],
+    engine: tuple[FakeSGLang, Script],
+    tokenizer: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fake, script = engine
+    script.replies += [tool_call_text("add", {"a": 2, "b": 3}), "2 + 3 = 5. \U0001f600"]
+    with caplog.at_level(logging.INFO, logger="agentcore_slime.gateway.process"):
+        gateway = start(fake.url, cumulative_token_mode=True)
+    assert gateway.pid != os.getpid() and not _gone(gateway.pid or 0)
+    assert f"gateway process pid {gateway.pid} serving at {gateway.url}" in caplog.text
+    base = gateway.create_session("s-1", {"temperature": 0.6, "max_new_tokens": 300})
+    assert base == f"{gateway.url}/sessions/s-1/v1"
+
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "What is 2 + 3? caf\u00e9"}]
+    first = _chat(base, messages, tools=[ADD_TOOL])
+    call = first["tool_calls"][0]
+    messages += [first, {"role": "tool", "tool_call_id": call["id"], "content": "5"}]
+    second = _chat(base, messages, tools=[ADD_TOOL])
+    assert second["content"] == "2 + 3 = 5. \U0001f600"
+
+    traces = gateway.traces("s-1")
+    assert len(traces) == 2 == len(fake.requests)
+    stop_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for trace, sent, reply in zip(traces, fake.requests, [first, second], strict=True):
+        assert trace.prompt_token_ids == sent["input_ids"]  # exactly what the engine received
+        assert trace.completion_token_ids[-1] == stop_id
+        assert trace.logprobs == [fake_logprob(t, i) for i, t in enumerate(trace.completion_token_ids)]
+        assert trace.sampling_params == sent["sampling_params"]
+        assert trace.response_message.get("content") == reply.get("content")
+    first_prompt = traces[0].prompt_token_ids
+    assert traces[1].token_mode == "bridged"
+    assert traces[1].prompt_token_ids[: len(first_prompt)] == first_prompt
+    assert [m["role"] for m in traces[1].messages] == ["user", "assistant", "tool"]
+    assert traces[1].messages[0] == messages[0] and traces[1].messages[2] == messages[2]
+    # the same records the child's JSON admin route gives, field for field
+    admin = httpx.get(f"{gateway.url}/admin/sessions/s-1/traces", trust_env=False, timeout=10).json()
+    assert [dataclasses.asdict(t) for t in traces] == admin
+
+    gateway.delete_session("s-1")
+    gateway.delete_session("s-1")  # idempotent
+    with pytest.raises(KeyError, match="unknown session 's-1'"):
+        gateway.traces("s-1")
+    with pytest.raises(ValueError, match="must match"):
+        gateway.create_session("bad id", {})
+    gateway.create_session("s-2", {})
+    with pytest.raises(ValueError, match="already exists"):
+        gateway.create_session("s-2", {})
+    with pytest.raises(ValueError, match="sampling param temperature"):
+        gateway.create_session("s-3", {"temperature": -1})
+
+
+def test_session_calls_from_many_threads(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    """The rollout calls the seam from its thread pool: one keep-alive client shared by all."""
+    fake, _ = engine
+    gateway = start(fake.url)
+
+    def episode(number: int) -> str:
+        sid = f"s-{number}"
+        base = gateway.create_session(sid, {"temperature": 0.5})
+        assert gateway.traces(sid) == []
+        gateway.delete_session(sid)
+        return base
+
+    with ThreadPoolExecutor(16) as pool:
+        bases = list(pool.map(episode, range(200)))
+    assert bases == [f"{gateway.url}/sessions/s-{n}/v1" for n in range(200)]
+
+
+def test_abort_session_cancels_the_call_in_flight(
+    start: Callable[..., GatewayProcess], tokenizer: Any
+) -> None:
+    with FakeSGLang(text_policy(tokenizer, lambda prompt: "slow"), tokenizer=tokenizer, delay=3.0) as fake:
+        gateway = start(fake.url)
+        base = gateway.create_session("s-1", {})
+        outcome: list[BaseException] = []
+
+        def agent() -> None:
+            try:
+                _chat(base, [{"role": "user", "content": "hi"}])
+            except BaseException as err:  # noqa: BLE001 - the test looks at it
+                outcome.append(err)
+
+        thread = threading.Thread(target=agent)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not fake.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        started = time.monotonic()
+        gateway.abort_session("s-1")
+        assert time.monotonic() - started < 2  # did not wait for the engine's 3 s
+        thread.join(10)
+        assert outcome, "the aborted call must not get a reply"
+        deadline = time.monotonic() + 5
+        while not fake.aborted_rids and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fake.aborted_rids == [fake.requests[0]["rid"]]
+        with pytest.raises(KeyError):
+            gateway.traces("s-1")
+
+
+def test_start_up_errors_have_the_type_and_message_of_gateway_start(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    cases = [
+        (GatewayConfig(str(tmp_path / "missing"), host="127.0.0.1", port=0), "http://127.0.0.1:9"),
+        (
+            GatewayConfig(str(model_dir), host="127.0.0.1", port=0, engine_health_attempts=1),
+            f"http://127.0.0.1:{_free_port()}",
+        ),
+    ]
+    messages: list[tuple[type[Exception], str]] = []
+    for config, engine_url in cases:
+        with pytest.raises(Exception) as in_thread:
+            Gateway(config).start(engine_url)
+        expected = ValueError if isinstance(in_thread.value, ValueError) else RuntimeError
+        gateway = GatewayProcess(config, ready_timeout=60)
+        with pytest.raises(expected) as in_child:
+            gateway.start(engine_url)
+        assert str(in_child.value) == str(in_thread.value)
+        assert gateway.pid is None and gateway.url == ""
+        gateway.shutdown()
+        messages.append((expected, str(in_child.value)))
+    assert messages[0][0] is ValueError and "does not exist (set MODEL_DIR" in messages[0][1]
+    assert messages[1][0] is RuntimeError and "is not healthy" in messages[1][1]
+
+
+def test_start_up_error_kinds_map_back() -> None:
+    for kind, cls in [("ConfigError", ConfigError), ("ValueError", ValueError), ("OSError", OSError)]:
+        with pytest.raises(cls, match="^what is wrong$"):
+            _ready_or_raise({"error": kind, "message": "what is wrong"})
+    with pytest.raises(RuntimeError, match="^boom$"):
+        _ready_or_raise({"error": "KeyError", "message": "boom"})
+
+
+def test_a_child_that_does_not_report_in_time_is_killed_with_a_clear_error(model_dir: Path) -> None:
+    with socket.socket() as silent:  # accepts connections (in its backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        config = GatewayConfig(str(model_dir), host="127.0.0.1", port=0, engine_health_attempts=1)
+        gateway = GatewayProcess(config, ready_timeout=1.0)
+        started = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"did not start serving within 1 s: .*MODEL_DIR.*/health"):
+            gateway.start(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        assert time.monotonic() - started < 15
+
+
+def test_a_killed_child_fails_its_sessions_clearly_and_restarts(
+    start: Callable[..., GatewayProcess],
+    tokenizer: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = _free_port()
+    with FakeSGLang(text_policy(tokenizer, lambda prompt: "ok"), tokenizer=tokenizer, delay=0.5) as fake:
+        gateway = start(fake.url, port=port)
+        first_pid, first_url = gateway.pid, gateway.url
+        assert first_pid is not None
+        base = gateway.create_session("s-1", {})
+        errors: list[BaseException] = []
+
+        def agent() -> None:
+            try:
+                _chat(base, [{"role": "user", "content": "hi"}])
+            except BaseException as err:  # noqa: BLE001 - the test looks at it
+                errors.append(err)
+
+        thread = threading.Thread(target=agent)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not fake.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with caplog.at_level(logging.ERROR, logger="agentcore_slime.gateway.process"):
+            os.kill(first_pid, signal.SIGKILL)  # mid-call: the agent is waiting for its reply
+            thread.join(10)
+            assert errors and isinstance(errors[0], openai.APIConnectionError)
+            died = rf"\(pid {first_pid}\) died: killed by SIGKILL \(possibly out of memory"
+            with pytest.raises(GatewayProcessDied, match=died):
+                gateway.traces("s-1")
+            with pytest.raises(GatewayProcessDied, match="SIGKILL.*episodes of its sessions failed"):
+                gateway.create_session("s-2", {})
+            with pytest.raises(GatewayProcessDied):
+                gateway.delete_session("s-1")
+        assert f"gateway process (pid {first_pid}) died: killed by SIGKILL" in caplog.text
+
+        assert gateway.ensure_running() is True
+        assert gateway.pid != first_pid and gateway.url == first_url  # a fixed port is reused
+        assert gateway.ensure_running() is False
+        with pytest.raises(GatewayProcessDied, match=r"session 's-1' was lost: .*SIGKILL.*a new one serves"):
+            gateway.traces("s-1")
+        gateway.delete_session("s-1")  # gone with its process: nothing to do
+        base = gateway.create_session("s-1", {})  # the same id is new in the new process
+        assert _chat(base, [{"role": "user", "content": "again"}])["content"] == "ok"
+        traces = gateway.traces("s-1")
+        assert [t.prompt_token_ids for t in traces] == [fake.requests[-1]["input_ids"]]
+
+
+def test_the_child_exits_when_its_parent_is_killed(
+    model_dir: Path, engine: tuple[FakeSGLang, Script], tmp_path: Path
+) -> None:
+    fake, _ = engine
+    parent = tmp_path / "parent.py"
+    parent.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            from agentcore_slime.gateway import GatewayConfig, GatewayProcess
+            gateway = GatewayProcess(GatewayConfig({str(model_dir)!r}, host="127.0.0.1", port=0))
+            gateway.start({fake.url!r})
+            print(gateway.pid, flush=True)
+            time.sleep(120)
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
+    with subprocess.Popen([sys.executable, str(parent)], stdout=subprocess.PIPE, env=env, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            child = int(proc.stdout.readline() or 0)
+            assert child and not _gone(child)
+        finally:
+            proc.kill()  # SIGKILL: no atexit, no shutdown(): only the closed stdin pipe tells the child
+            proc.wait(10)
+        assert _wait_gone(child, 10), f"gateway process {child} outlived its SIGKILLed parent"
+
+
+def test_shutdown_is_idempotent_and_leaves_no_child(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    fake, _ = engine
+    gateway = start(fake.url)
+    pid = gateway.pid
+    assert pid is not None
+    gateway.shutdown()
+    assert _wait_gone(pid, 1)
+    gateway.shutdown()
+    assert gateway.url == "" and gateway.pid is None
+    with pytest.raises(RuntimeError, match="not started"):
+        gateway.create_session("s-1", {})
+    with pytest.raises(RuntimeError, match="not started"):
+        gateway.ensure_running()
+
+
+def test_how_it_died() -> None:
+    assert how_it_died(-9) == "killed by SIGKILL (possibly out of memory: see the kernel log, dmesg)"
+    assert how_it_died(-15) == "killed by SIGTERM"
+    assert how_it_died(3) == "exited with status 3"
+    assert "Python error" in how_it_died(1)
