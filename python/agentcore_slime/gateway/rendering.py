@@ -46,7 +46,7 @@ MODEL_TYPE_FAMILIES: dict[str, str] = {
 }
 WINDOW_STANDIN = "(first message)"  # stands for the first message's text in a bridge's window
 CHAT_TEMPLATE_FAMILY = "default"  # renderers' name for "the model's own chat template"
-PARSE_PROMPT_TAIL = 1024  # prompt ids a completion parser sees: the last turn's header is in them
+PARSE_PROMPT_TAIL = 128  # prompt ids a completion parser sees: the generation prompt is in them
 
 
 class RenderError(ValueError):

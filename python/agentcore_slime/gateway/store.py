@@ -19,6 +19,7 @@ A stored call is therefore a handful of objects, none of which the collector wal
 from __future__ import annotations
 
 import json
+import math
 from array import array
 from dataclasses import dataclass, fields
 from typing import Any
@@ -34,11 +35,29 @@ _STANDARD_JSON = b"\x00"  # marks a blob orjson could not write (orjson's output
 
 
 def pack(value: Any) -> bytes:
-    """JSON bytes that :func:`unpack` reads back equal (integers beyond 64 bits included)."""
+    """JSON bytes that :func:`unpack` reads back equal: integers beyond 64 bits, lone
+    surrogates and non-finite floats (which orjson would write as null) included."""
+    if not _finite_numbers(value):
+        return _STANDARD_JSON + json.dumps(value).encode()
     try:
         return orjson.dumps(value)
     except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits, a lone surrogate
         return _STANDARD_JSON + json.dumps(value).encode()
+
+
+def _finite_numbers(value: Any) -> bool:
+    """No NaN or infinity anywhere in ``value`` (a call's new messages and metadata: a short walk)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is float:
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
 
 
 def unpack(blob: bytes) -> Any:

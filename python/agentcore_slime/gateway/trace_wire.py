@@ -2,37 +2,32 @@
 
 JSON lists of ints cost ~7 bytes and a Python object per id on each side; a session of long
 multi-turn calls holds hundreds of thousands of ids. Here each stored call
-(:class:`~.store._Stored`: only what the call adds to the previous one) is a small JSON header
-(the shared-prefix lengths, the new request messages and the trace's metadata) followed by the
-raw little-endian bytes of its id arrays (``int32``) and logprobs (``float64``, so every double
-comes back bit for bit). The reader rebuilds exact :class:`~.trace.CallTrace` records with
-:func:`~.store.rebuild`.
+(:class:`~.store._Stored`: only what the call adds to the previous one) goes as it is stored:
+its shared-prefix lengths, its JSON blob (the messages it adds and the trace's metadata,
+written by :func:`~.store.pack`), then the raw little-endian bytes of its id arrays
+(``int32``) and logprobs (``float64``, so every double comes back bit for bit). The reader
+rebuilds exact :class:`~.trace.CallTrace` records with :func:`~.store.rebuild`.
 
 Layout (all integers little-endian)::
 
     b"ACTW" u8 version u32 calls
-    per call: u32 header_bytes u32 new_prompt_ids u32 completion_ids u32 logprobs
-              header (UTF-8 JSON) | int32 x new_prompt_ids | int32 x completion_ids | float64 x logprobs
+    per call: u32 shared_ids u32 shared_messages u32 blob_bytes u32 new_prompt_ids u32 completion_ids
+              u32 logprobs | blob | int32 x new_prompt_ids | int32 x completion_ids | float64 x logprobs
 """
 
 from __future__ import annotations
 
-import json
 import struct
 import sys
 from array import array
-from dataclasses import fields
 from typing import Any
 
 from .store import _Stored
-from .trace import CallTrace
 
 MAGIC = b"ACTW"
-VERSION = 1
+VERSION = 2
 _START = struct.Struct("<4sBI")
-_CALL = struct.Struct("<IIII")
-_LISTS = ("prompt_token_ids", "completion_token_ids", "logprobs", "messages")  # held by _Stored itself
-_META = tuple(f.name for f in fields(CallTrace) if f.name not in _LISTS)
+_CALL = struct.Struct("<IIIIII")
 if array("i").itemsize != 4 or array("d").itemsize != 8:  # the store's arrays; true on every CPython target
     raise ImportError("trace_wire needs 4-byte array('i') and 8-byte array('d')")
 
@@ -57,17 +52,9 @@ def encode(calls: list[_Stored]) -> bytes:
     """The stored calls of one session, in call order, as bytes (see the module docstring)."""
     parts = [_START.pack(MAGIC, VERSION, len(calls))]
     for call in calls:
-        header = {
-            "shared_ids": call.shared_ids,
-            "shared_messages": call.shared_messages,
-            "new_messages": call.new_messages,
-            "meta": {name: getattr(call.meta, name) for name in _META},
-        }
-        # ASCII JSON: lone surrogates in agent text survive as \ud800 escapes
-        text = json.dumps(header, separators=(",", ":")).encode("ascii")
         counts = (len(call.new_prompt_ids), len(call.completion_ids), len(call.logprobs))
-        parts.append(_CALL.pack(len(text), *counts))
-        parts += [text, _little_endian(call.new_prompt_ids), _little_endian(call.completion_ids)]
+        parts.append(_CALL.pack(call.shared_ids, call.shared_messages, len(call.blob), *counts))
+        parts += [call.blob, _little_endian(call.new_prompt_ids), _little_endian(call.completion_ids)]
         parts.append(_little_endian(call.logprobs))
     return b"".join(parts)
 
@@ -88,12 +75,12 @@ def decode(data: bytes) -> list[_Stored]:
     for number in range(count):
         if offset + _CALL.size > len(view):
             raise ValueError(f"trace bytes end inside call {number} of {count}")
-        size, prompt, completion, logprobs = _CALL.unpack_from(view, offset)
+        shared_ids, shared_messages, size, prompt, completion, logprobs = _CALL.unpack_from(view, offset)
         offset += _CALL.size
         end = offset + size + 4 * (prompt + completion) + 8 * logprobs
         if end > len(view):
             raise ValueError(f"trace bytes end inside call {number} of {count}")
-        header = json.loads(bytes(view[offset : offset + size]))
+        blob = bytes(view[offset : offset + size])
         offset += size
         ids = _from_little_endian("i", view[offset : offset + 4 * prompt])
         offset += 4 * prompt
@@ -101,12 +88,7 @@ def decode(data: bytes) -> list[_Stored]:
         offset += 4 * completion
         probs = _from_little_endian("d", view[offset : offset + 8 * logprobs])
         offset = end
-        meta = CallTrace(prompt_token_ids=[], completion_token_ids=[], logprobs=[], **header["meta"])
-        calls.append(
-            _Stored(
-                header["shared_ids"], ids, out, probs, header["shared_messages"], header["new_messages"], meta
-            )
-        )
+        calls.append(_Stored(shared_ids, ids, out, probs, shared_messages, blob))
     if offset != len(view):
         raise ValueError(f"{len(view) - offset} bytes after the last of {count} calls")
     return calls

@@ -181,8 +181,7 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not JSON (send finite numbers)")
 
 
-# orjson reads integers beyond 64 bits as floats; the standard parser keeps them exact
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+ROUNDED_INT = float(2**63)  # orjson reads a longer integer as a float at least this large
 
 
 def load_json(raw: bytes) -> Any:
@@ -191,19 +190,21 @@ def load_json(raw: bytes) -> Any:
 
     orjson parses a chat body several times faster than the standard parser and refuses
     the same non-finite numbers; a body it refuses (lone surrogate escapes, nesting beyond
-    its limit) or that may hold an integer it would round is parsed by the standard
-    parser, so the result and the errors do not depend on which parser ran.
+    its limit), or that holds a float as large as an integer orjson would have rounded, is
+    parsed again by the standard parser, so the result and the errors do not depend on
+    which parser ran.
 
     :raises BadRequest: with what is wrong.
     """
-    if not _LONG_DIGITS.search(raw):
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-        else:
-            if _depth_exceeds(body, MAX_DEPTH):
-                raise BadRequest(f"request body is nested deeper than {MAX_DEPTH} levels")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        too_deep, huge = _shape(body, MAX_DEPTH)
+        if too_deep:
+            raise BadRequest(f"request body is nested deeper than {MAX_DEPTH} levels")
+        if not huge:
             return body
     try:
         body = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
@@ -218,6 +219,13 @@ def load_json(raw: bytes) -> Any:
 
 def _depth_exceeds(value: Any, limit: int) -> bool:
     """Whether ``value`` nests containers more than ``limit`` deep (iterative: no recursion)."""
+    return _shape(value, limit)[0]
+
+
+def _shape(value: Any, limit: int) -> tuple[bool, bool]:
+    """(nests containers more than ``limit`` deep, holds a float of magnitude >= 2**63), in
+    one iterative walk."""
+    huge = False
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -225,9 +233,13 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
         if children is None:
             continue
         if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
+            return True, huge
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif type(child) is float and not -ROUNDED_INT < child < ROUNDED_INT:
+                huge = True
+    return False, huge
 
 
 def dump_json(value: Any) -> bytes:
