@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import multiprocessing as mp
 import os
@@ -130,131 +129,47 @@ def _engine_main(
 
 
 # ----------------------------------------------------------------------------- gateway process
-def _gateway_main(model_dir: str, engine_url: str, commands: Any, answers: Any) -> None:
-    """The gateway as the rollout runs it; answers the orchestrator's commands (stats, cleanup)."""
-    from agentcore_slime.gateway import Gateway, GatewayConfig
+class BenchGateway:
+    """The gateway as the rollout runs it: ``GatewayProcess``, a child process of its own,
+    driven through the same seam (sessions over its loopback admin routes); figures from its
+    ``/admin/stats`` route."""
 
-    pauses: list[tuple[float, float]] = []  # (CPU, wall) ms of each automatic collection
-    started = [0.0, 0.0]
-    explicit = [False]  # the benchmark's own gc.collect() after deleting sessions is no pause
-
-    def on_gc(phase: str, info: dict[str, Any]) -> None:
-        # the collector runs in whichever thread allocated: its CPU time is the collection's
-        # work; wall time also counts the moments the OS ran other processes on the 2 cores
-        if phase == "start":
-            started[:] = [time.thread_time(), time.perf_counter()]
-        elif not explicit[0]:
-            pauses.append(
-                ((time.thread_time() - started[0]) * 1e3, (time.perf_counter() - started[1]) * 1e3)
-            )
-
-    gw = Gateway(
-        GatewayConfig(model_dir, host="127.0.0.1", port=0, cumulative_token_mode=True)
-    )
-    gw.start(engine_url)
-    gc.callbacks.append(on_gc)
-    answers.put(gw.url)
-    while True:
-        command, arg = commands.get()
-        if command == "stats":
-            with (
-                gw._registry
-            ):  # the benchmark peeks at the sessions: held ids and bytes
-                sessions = list(gw._sessions.values())
-            held = sum(s.store.held_tokens for s in sessions)
-            if os.environ.get("BENCH_GC_TYPES"):
-                import collections
-                counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
-                print("GC objects", len(gc.get_objects()), counts.most_common(12), gc.get_count(), gc.get_threshold(), file=sys.stderr, flush=True)
-            answers.put(
-                {
-                    "held_tokens": held,
-                    "held_bytes": held_bytes(sessions),
-                    "max_gc_pause_ms": max((cpu for cpu, _ in pauses), default=0.0),
-                    "max_gc_pause_wall_ms": max((wall for _, wall in pauses), default=0.0),
-                    "gcs": len(pauses),
-                }
-            )
-            pauses.clear()
-        elif command == "delete_all":
-            for sid in list(gw._sessions):
-                gw.delete_session(sid)
-            explicit[0] = True
-            gc.collect()
-            explicit[0] = False
-            time.sleep(0.5)  # the gateway gives freed memory back to the system when idle
-            answers.put(True)
-        elif command == "stop":
-            gw.shutdown()
-            answers.put(True)
-            return
-
-
-def held_bytes(sessions: list[Any]) -> int:
-    """Bytes of everything reachable from the sessions' state (ids, logprobs, messages,
-    chain states, small metadata), each object counted once; the session lock and what it
-    points at (the event loop) are not session memory."""
-    from array import array as _array
-
-    seen: set[int] = set()
-    total = 0
-    stack: list[Any] = list(sessions)
-    leaves = (str, bytes, int, float, bool, type(None), _array)
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, asyncio.Lock):
-            continue
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-        if isinstance(obj, leaves):
-            continue
-        if isinstance(obj, dict):
-            stack.extend(obj.keys())
-            stack.extend(obj.values())
-        elif isinstance(obj, list | tuple | set):
-            stack.extend(obj)
-        elif hasattr(obj, "__dict__"):
-            stack.append(vars(obj))
-    return total
-
-
-class GatewayProcess:
     def __init__(self, model_dir: str, engine_url: str) -> None:
-        ctx = mp.get_context("spawn")
-        self.commands, self.answers = ctx.Queue(), ctx.Queue()
-        self.proc = ctx.Process(
-            target=_gateway_main,
-            args=(model_dir, engine_url, self.commands, self.answers),
-        )
-        self.proc.start()
-        self.url = self.answers.get(timeout=180)
+        from agentcore_slime.gateway import GatewayConfig
+        from agentcore_slime.gateway.process import GatewayProcess
 
-    def ask(self, command: str, arg: Any = None) -> Any:
-        self.commands.put((command, arg))
-        return self.answers.get(timeout=600)
+        self.gateway = GatewayProcess(
+            GatewayConfig(model_dir, host="127.0.0.1", port=0, cumulative_token_mode=True)
+        )
+        self.gateway.start(engine_url)
+        self.sessions: list[str] = []
+        pid = self.gateway.pid
+        assert pid is not None
+        self.pid = pid
 
     def create_sessions(self, prefix: str, n: int) -> list[str]:
+        sids = [f"{prefix}-{i}" for i in range(n)]
+        self.sessions += sids
+        return [self.gateway.create_session(sid, {"max_new_tokens": 1024}) for sid in sids]
+
+    def stats(self, deep: bool = False) -> dict[str, Any]:
         import httpx
 
-        bases = []
-        with httpx.Client(timeout=30) as http:
-            for i in range(n):
-                body = {
-                    "session_id": f"{prefix}-{i}",
-                    "sampling_params": {"max_new_tokens": 1024},
-                }
-                bases.append(
-                    http.post(f"{self.url}/admin/sessions", json=body).json()[
-                        "base_url"
-                    ]
-                )
-        return bases
+        query = "?deep=1" if deep else ""
+        return dict(httpx.get(f"{self.gateway.url}/admin/stats{query}", timeout=600).json())
+
+    def delete_all(self) -> None:
+        for sid in self.sessions:
+            self.gateway.delete_session(sid)
+        self.sessions = []
+        time.sleep(1.0)  # the gateway gives freed heap back to the system once idle
 
     def trace_prompt(self, sid: str, index: int) -> list[int]:
-        import httpx
+        traces = self.gateway.traces(sid)
+        return list(traces[min(index, len(traces) - 1)].prompt_token_ids)
 
-        traces = httpx.get(f"{self.url}/admin/sessions/{sid}/traces", timeout=60).json()
-        return list(traces[min(index, len(traces) - 1)]["prompt_token_ids"])
+    def stop(self) -> None:
+        self.gateway.shutdown()
 
 
 # ----------------------------------------------------------------------------- load process
@@ -374,13 +289,13 @@ def _drive(job: dict[str, Any]) -> tuple[list[float], float]:
 
 
 def _pass(
-    gw: GatewayProcess, engine_pid: int, job: dict[str, Any]
+    gw: BenchGateway, engine_pid: int, job: dict[str, Any]
 ) -> tuple[list[float], dict[str, float]]:
     """One load pass; latencies and CPU seconds per process."""
-    before = {"gateway": cpu_seconds(gw.proc.pid), "engine": cpu_seconds(engine_pid)}
+    before = {"gateway": cpu_seconds(gw.pid), "engine": cpu_seconds(engine_pid)}
     latencies, client_cpu = _drive(job)
     cpu = {
-        "gateway": cpu_seconds(gw.proc.pid) - before["gateway"],
+        "gateway": cpu_seconds(gw.pid) - before["gateway"],
         "engine": cpu_seconds(engine_pid) - before["engine"],
         "client": client_cpu,
     }
@@ -396,7 +311,7 @@ def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
     )
     engine.start()
     url = ready.get(timeout=180)
-    gw = GatewayProcess(model_dir, url)
+    gw = BenchGateway(model_dir, url)
     load = {
         "calls": args.calls,
         "system_tokens": args.system_tokens,
@@ -406,31 +321,30 @@ def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
     try:
         warm = gw.create_sessions("warm", 2)
         _drive({**load, "mode": "gateway", "bases": warm, "calls": 2, "stagger": 0.0})
-        gw.ask("delete_all")
-        gw.ask("stats")
+        gw.delete_all()
+        gw.stats()
         for n in args.sessions:
             _measure(gw, engine.pid, url, n, args, load)
         _measure_long_prompt(gw, engine.pid, min(args.sessions), args, load)
     finally:
-        gw.ask("stop")
-        gw.proc.join(30)
+        gw.stop()
         stop.set()
         engine.join(30)
 
 
-def _first_turn_cpu(gw: GatewayProcess, engine_pid: int, n: int, args: argparse.Namespace, load: dict) -> float:
+def _first_turn_cpu(gw: BenchGateway, engine_pid: int, n: int, args: argparse.Namespace, load: dict) -> float:
     """Gateway CPU seconds per first turn: n sessions of one call each."""
     bases = gw.create_sessions(f"first{n}", n)
     latencies, cpu = _pass(
         gw, engine_pid, {**load, "mode": "gateway", "bases": bases, "calls": 1, "stagger": args.engine_delay}
     )
-    gw.ask("delete_all")
-    gw.ask("stats")  # its pauses are not the measured pass's
+    gw.delete_all()
+    gw.stats()  # its pauses are not the measured pass's
     return cpu["gateway"] / max(1, len(latencies))
 
 
 def _measure(
-    gw: GatewayProcess,
+    gw: BenchGateway,
     engine_pid: int,
     url: str,
     n: int,
@@ -438,18 +352,18 @@ def _measure(
     load: dict,
 ) -> None:
     first_cpu = _first_turn_cpu(gw, engine_pid, n, args, load)
-    rss_before = rss_bytes(gw.proc.pid)
+    rss_before = rss_bytes(gw.pid)
     bases = gw.create_sessions(f"s{n}", n)
     through, cpu = _pass(
         gw,
         engine_pid,
         {**load, "mode": "gateway", "bases": bases, "stagger": args.engine_delay},
     )
-    stats = gw.ask("stats")
-    rss_held = rss_bytes(gw.proc.pid)
+    stats = gw.stats(deep=True)
+    rss_held = rss_bytes(gw.pid)
     prompt_ids = gw.trace_prompt(f"s{n}-1", args.calls // 2)
-    gw.ask("delete_all")
-    rss_after = rss_bytes(gw.proc.pid)
+    gw.delete_all()
+    rss_after = rss_bytes(gw.pid)
     direct, _ = _drive(
         {
             **load,
@@ -484,10 +398,11 @@ def _measure(
     later = calls - n  # every session's first turn is a full render; the others extend it
     emit("gateway_cpu_per_first_turn", first_cpu * 1e3, "ms", **tag)
     emit("gateway_cpu_per_later_turn", (cpu["gateway"] - n * first_cpu) / max(1, later) * 1e3, "ms", **tag)
-    emit("gateway_max_gc_pause", stats["max_gc_pause_ms"], "ms CPU", collections=stats["gcs"], **tag)
-    emit("gateway_max_gc_pause_wall", stats["max_gc_pause_wall_ms"], "ms", **tag)
+    pauses = stats["gc_collections"]
+    emit("gateway_max_gc_pause", stats["gc_max_pause_cpu_ms"], "ms CPU", collections=pauses, **tag)
+    emit("gateway_max_gc_pause_wall", stats["gc_max_pause_wall_ms"], "ms", **tag)
     emit("held_tokens", stats["held_tokens"], "tokens", **tag)
-    per_token = stats["held_bytes"] / max(1, stats["held_tokens"])
+    per_token = stats["session_bytes"] / max(1, stats["held_tokens"])
     emit("bytes_per_held_token", per_token, "bytes", **tag)
     rss_per_token = (rss_held - rss_before) / max(1, stats["held_tokens"])
     emit("rss_growth_per_held_token", rss_per_token, "bytes", **tag)
@@ -496,12 +411,12 @@ def _measure(
 
 
 def _measure_long_prompt(
-    gw: GatewayProcess, engine_pid: int, n: int, args: argparse.Namespace, load: dict
+    gw: BenchGateway, engine_pid: int, n: int, args: argparse.Namespace, load: dict
 ) -> None:
     """The same load twice, the second time with long first turns rendering meanwhile."""
     job = {**load, "mode": "gateway", "stagger": args.engine_delay}
     quiet, _ = _pass(gw, engine_pid, {**job, "bases": gw.create_sessions("quiet", n)})
-    gw.ask("delete_all")
+    gw.delete_all()
     longs = gw.create_sessions("long", 64)
     busy, _ = _pass(
         gw,
@@ -514,7 +429,7 @@ def _measure_long_prompt(
             "long_for": args.calls * args.engine_delay,
         },
     )
-    gw.ask("delete_all")
+    gw.delete_all()
     tag = {"sessions": n, "long_prompt_tokens": args.long_prompt_tokens}
     emit("p99_without_long_prompts", percentile(quiet, 99) * 1e3, "ms", **tag)
     emit("p99_with_long_prompts", percentile(busy, 99) * 1e3, "ms", **tag)

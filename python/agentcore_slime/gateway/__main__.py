@@ -30,6 +30,9 @@ from .process import READY_PREFIX
 ERROR_KINDS = (ConfigError, ValueError, RuntimeError, OSError)  # most specific first
 
 
+SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits
+
+
 def _report(stream: Any, message: dict[str, Any]) -> None:
     stream.write(READY_PREFIX + json.dumps(message) + "\n")
     stream.flush()
@@ -72,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     ready = sys.stdout
     sys.stdout = sys.stderr  # stray prints must not fill a pipe nobody reads after the ready line
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # The event loop shares the GIL with the render threads: a thread that holds it keeps the
+    # loop waiting up to the switch interval (5 ms by default). The process is the gateway's
+    # alone, so a shorter interval costs nothing else.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     from .config import GatewayConfig
     from .server import Gateway
 

@@ -161,7 +161,12 @@ class EngineClient:
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
             rid = new_id("")
             body = dump_json(
-                {"rid": rid, "input_ids": input_ids, "return_logprob": True, "sampling_params": sampling_params}
+                {
+                    "rid": rid,
+                    "input_ids": input_ids,
+                    "return_logprob": True,
+                    "sampling_params": sampling_params,
+                }
             )
             try:
                 async with self.session.post(f"{self.url}/generate", data=body, headers=headers) as resp:

@@ -506,7 +506,8 @@ class PromptBuilder:
         try:
             if self.segments is not None and self.segments.enabled:
                 return self._render_segments(messages, tools, self.segments)
-            return array("i", self.renderer.render_ids(messages, tools=tools or None, add_generation_prompt=True))
+            ids = self.renderer.render_ids(messages, tools=tools or None, add_generation_prompt=True)
+            return array("i", ids)
         except RenderError:
             raise
         except Exception as err:  # template errors are the request's fault (bad message shapes)

@@ -11,7 +11,8 @@ Routes:
 - ``GET /health``
 - admin, loopback peers only: ``POST /admin/sessions``, ``DELETE /admin/sessions/{sid}``,
   ``GET /admin/sessions/{sid}/traces`` (JSON; ``.../traces.bin``: :mod:`.trace_wire` bytes),
-  ``POST /admin/sessions/{sid}/abort``
+  ``POST /admin/sessions/{sid}/abort``, ``GET /admin/stats`` (sessions, ids held, bytes, GC pauses;
+  ``?deep=1`` counts every byte the sessions reach)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import json
 import logging
 import re
 import socket
+import sys
 import threading
 import time
 from array import array
@@ -119,6 +121,70 @@ def _json_error(
     return web.json_response(
         error_body(message, kind, param=param, code=code), status=status, headers=headers
     )
+
+
+class GcWatch:
+    """The longest garbage-collection pauses since the last :meth:`take`, in CPU time of the
+    collecting thread (the collector's own work) and in wall time (which also counts the
+    moments the OS ran something else)."""
+
+    def __init__(self) -> None:
+        self._started = (0.0, 0.0)
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.collections = 0
+        self.max_cpu_ms = 0.0
+        self.max_wall_ms = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = (time.thread_time(), time.perf_counter())
+            return
+        cpu = (time.thread_time() - self._started[0]) * 1e3
+        wall = (time.perf_counter() - self._started[1]) * 1e3
+        with self._lock:
+            self.collections += 1
+            self.max_cpu_ms = max(self.max_cpu_ms, cpu)
+            self.max_wall_ms = max(self.max_wall_ms, wall)
+
+    def take(self) -> dict[str, float]:
+        with self._lock:
+            out = {
+                "gc_collections": self.collections,
+                "gc_max_pause_cpu_ms": round(self.max_cpu_ms, 3),
+                "gc_max_pause_wall_ms": round(self.max_wall_ms, 3),
+            }
+            self._reset()
+        return out
+
+
+def deep_size(root: Any, skip: tuple[type, ...] = ()) -> int:
+    """Bytes of everything reachable from ``root`` through containers and instance fields,
+    each object counted once (``sys.getsizeof``); objects of the ``skip`` types are left out."""
+    seen: set[int] = set()
+    total = 0
+    stack = [root]
+    leaves = (str, bytes, int, float, bool, type(None), array)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, skip):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, leaves):
+            continue
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, list | tuple | set | frozenset):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__"):
+            stack.append(vars(obj))
+        elif hasattr(obj, "__slots__"):
+            stack.extend(getattr(obj, name) for name in obj.__slots__ if hasattr(obj, name))
+    return total
 
 
 def release_memory() -> None:
@@ -223,6 +289,7 @@ class Gateway:
         self._context_length: int | None = config.context_length
         self._pool: ThreadPoolExecutor | None = None
         self._render_pool: RenderPool | None = None
+        self._gc_watch = GcWatch()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, engine_url: str) -> None:
@@ -253,6 +320,7 @@ class Gateway:
         # thousands of objects; 100+ ms pauses of the gateway's loop).
         gc.collect()
         gc.freeze()
+        gc.callbacks.append(self._gc_watch)
         logger.info("gateway serving at %s for engine %s", self.url, engine_url)
 
     def _vocab_size(self) -> int:
@@ -361,6 +429,8 @@ class Gateway:
         if self._thread is not None:
             self._thread.join(30)
         loop.close()
+        if self._gc_watch in gc.callbacks:
+            gc.callbacks.remove(self._gc_watch)
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -447,6 +517,21 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    def stats(self, deep: bool = False) -> dict[str, Any]:
+        """What the gateway holds: sessions, ids stored, their bytes, GC pauses since the last call.
+
+        :param deep: also count every byte reachable from the sessions (their messages and
+            chain states too; slow with thousands of sessions).
+        """
+        with self._registry:
+            sessions = list(self._sessions.values())
+            held = sum(s.store.held_tokens for s in sessions)
+            stored = sum(s.store.nbytes for s in sessions)
+        out: dict[str, Any] = {"sessions": len(sessions), "held_tokens": held, "stored_bytes": stored}
+        if deep:
+            out["session_bytes"] = deep_size(sessions, skip=(asyncio.Lock, asyncio.Task))
+        return {**out, **self._gc_watch.take()}
+
     def _session(self, session_id: str) -> _Session | None:
         with self._registry:
             return self._sessions.get(session_id)
@@ -462,6 +547,7 @@ class Gateway:
         app.router.add_post("/admin/sessions", self._admin_create)
         app.router.add_delete("/admin/sessions/{sid}", self._admin_delete)
         app.router.add_get("/admin/sessions/{sid}/traces", self._admin_traces)
+        app.router.add_get("/admin/stats", self._admin_stats)
         app.router.add_get("/admin/sessions/{sid}/traces.bin", self._admin_traces_bin)
         app.router.add_post("/admin/sessions/{sid}/abort", self._admin_abort)
         return app
@@ -523,6 +609,14 @@ class Gateway:
     async def _admin_delete(self, request: web.Request) -> web.Response:
         self.delete_session(request.match_info["sid"])
         return web.json_response({"deleted": request.match_info["sid"]})
+
+    async def _admin_stats(self, request: web.Request) -> web.Response:
+        deep = request.query.get("deep", "") in ("1", "true")
+        if deep:  # a long walk: off the loop
+            stats = await self._off_loop(self.stats, True)
+        else:
+            stats = self.stats()
+        return web.json_response(stats)
 
     async def _admin_traces(self, request: web.Request) -> web.Response:
         try:
@@ -772,7 +866,7 @@ class Gateway:
         with self._registry:
             if session.deleted:
                 return lambda: None
-            session.store.append(trace, call.prompt.ids)
+            session.store.append(trace, call.prompt.ids if call.prompt is not None else None)
         if key is not None:
             session.replies[key] = reply
         session.chain_before = session.chain_before if call.repeat else session.chain

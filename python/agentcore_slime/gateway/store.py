@@ -28,9 +28,8 @@ import orjson
 
 from .trace import CallTrace
 
-_META_FIELDS = tuple(
-    f.name for f in fields(CallTrace) if f.name not in ("prompt_token_ids", "completion_token_ids", "logprobs")
-)
+_ID_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs")
+_META_FIELDS = tuple(f.name for f in fields(CallTrace) if f.name not in _ID_FIELDS)
 _STANDARD_JSON = b"\x00"  # marks a blob orjson could not write (orjson's output never starts with it)
 
 

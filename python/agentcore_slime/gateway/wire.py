@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
