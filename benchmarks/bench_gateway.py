@@ -399,7 +399,16 @@ def _measure(
     emit("gateway_cpu_per_first_turn", first_cpu * 1e3, "ms", **tag)
     emit("gateway_cpu_per_later_turn", (cpu["gateway"] - n * first_cpu) / max(1, later) * 1e3, "ms", **tag)
     pauses = stats["gc_collections"]
-    emit("gateway_max_gc_pause", stats["gc_max_pause_cpu_ms"], "ms CPU", collections=pauses, **tag)
+    emit(
+        "gateway_max_gc_pause",
+        stats["gc_max_pause_cpu_ms"],
+        "ms CPU",
+        collections=pauses,
+        generation=stats["gc_max_pause_generation"],
+        freed=stats["gc_max_pause_collected"],
+        tracked_after=stats["gc_tracked_objects"],
+        **tag,
+    )
     emit("gateway_max_gc_pause_wall", stats["gc_max_pause_wall_ms"], "ms", **tag)
     emit("held_tokens", stats["held_tokens"], "tokens", **tag)
     per_token = stats["session_bytes"] / max(1, stats["held_tokens"])

@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import math
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +147,11 @@ class EngineClient:
             return None
 
     async def generate(
-        self, input_ids: list[int], sampling_params: dict[str, Any], *, routing_key: str | None = None
+        self,
+        input_ids: list[int] | array[int],
+        sampling_params: dict[str, Any],
+        *,
+        routing_key: str | None = None,
     ) -> EngineResult:
         """One ``/generate`` call with retries.
 
@@ -163,7 +168,7 @@ class EngineClient:
             body = dump_json(
                 {
                     "rid": rid,
-                    "input_ids": input_ids,
+                    "input_ids": input_ids if isinstance(input_ids, list) else input_ids.tolist(),
                     "return_logprob": True,
                     "sampling_params": sampling_params,
                 }

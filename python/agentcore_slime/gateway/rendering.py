@@ -65,21 +65,24 @@ class RendererChoice:
 class Prompt:
     """Prompt ids for one call and how they were built.
 
-    :param token_ids: the ids sent to the engine.
+    The ids are an ``array('i')``, never a list, while the call waits for the engine: a list
+    of 10k ints per call in flight is millions of slots for every full garbage collection to
+    visit (tens of ms at a few hundred calls in flight).
+
+    :param ids: the ids sent to the engine.
     :param token_mode: ``bridged`` (extends the previous prompt + completion) or ``rendered``.
     :param chain_break: why a cumulative-mode call was rendered in full ("" if bridged or
         the session has no previous call).
-    :param ids: the same ids as an ``array('i')`` when the builder made one (the trace store
-        keeps that form).
-    :param shared: leading ids known to equal the previous call's prompt + completion (a
-        bridge extends them by construction); -1 when unknown.
     """
 
-    token_ids: list[int]
+    ids: array[int]
     token_mode: str
     chain_break: str = ""
-    ids: array[int] | None = None
-    shared: int = -1
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The ids as a new list."""
+        return self.ids.tolist()
 
 
 @dataclass
@@ -549,9 +552,9 @@ class PromptBuilder:
         """
         render = full_render or self.render
         if not cumulative or chain is None:
-            return Prompt(render(messages, tools), "rendered")
+            return Prompt(array("i", render(messages, tools)), "rendered")
         bridged, why = self.bridge(messages, tools, chain)
-        return bridged or Prompt(render(messages, tools), "rendered", why)
+        return bridged or Prompt(array("i", render(messages, tools)), "rendered", why)
 
     def bridge(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, chain: ChainState
@@ -560,7 +563,7 @@ class PromptBuilder:
         ids, why = self._bridge(messages, tools, chain)
         if ids is None:
             return None, why
-        return Prompt(ids.tolist(), "bridged", ids=ids, shared=chain.end), ""
+        return Prompt(ids, "bridged"), ""
 
     def _bridge(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, chain: ChainState

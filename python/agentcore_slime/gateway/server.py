@@ -137,6 +137,8 @@ class GcWatch:
         self.collections = 0
         self.max_cpu_ms = 0.0
         self.max_wall_ms = 0.0
+        self.max_generation = -1  # the generation the longest collection collected
+        self.max_collected = 0  # and how many unreachable objects it freed
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -146,7 +148,10 @@ class GcWatch:
         wall = (time.perf_counter() - self._started[1]) * 1e3
         with self._lock:
             self.collections += 1
-            self.max_cpu_ms = max(self.max_cpu_ms, cpu)
+            if cpu > self.max_cpu_ms:
+                self.max_cpu_ms = cpu
+                self.max_generation = int(info.get("generation", -1))
+                self.max_collected = int(info.get("collected", 0))
             self.max_wall_ms = max(self.max_wall_ms, wall)
 
     def take(self) -> dict[str, float]:
@@ -155,6 +160,9 @@ class GcWatch:
                 "gc_collections": self.collections,
                 "gc_max_pause_cpu_ms": round(self.max_cpu_ms, 3),
                 "gc_max_pause_wall_ms": round(self.max_wall_ms, 3),
+                "gc_max_pause_generation": self.max_generation,
+                "gc_max_pause_collected": self.max_collected,
+                "gc_tracked_objects": len(gc.get_objects()),
             }
             self._reset()
         return out
@@ -260,7 +268,7 @@ def _next_chain(
             messages = [*previous.messages, *messages[n:]]
             call.messages = messages
     assert call.prompt is not None
-    return ChainState(ids, len(call.prompt.token_ids), messages, message, call.tools_key)
+    return ChainState(ids, len(call.prompt.ids), messages, message, call.tools_key)
 
 
 def _share_ids(state: ChainState, ids: array[int]) -> ChainState:
@@ -694,14 +702,14 @@ class Gateway:
         call = _guarded(self._parse_call, raw, session)
         if call.prompt is None:
             call.prompt = await self._off_loop(self._render_call, call)
-        call.params = self._sampling(session, call.request, len(call.prompt.token_ids))
+        call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
     def _prepare_all(self, raw: bytes, session: _Session) -> _Call:
         call = self._parse_call(raw, session)
         if call.prompt is None:
             call.prompt = self._render_call(call)
-        call.params = self._sampling(session, call.request, len(call.prompt.token_ids))
+        call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
     def _parse_call(self, raw: bytes, session: _Session) -> _Call:
@@ -732,14 +740,14 @@ class Gateway:
             ids = None if rendered is None else array("i", rendered)
         if ids is None:
             ids = self._builder.render_array(messages, tools)
-        return Prompt(ids.tolist(), "rendered", call.chain_break, ids=ids)
+        return Prompt(ids, "rendered", call.chain_break)
 
     async def _serve_call(
         self, request: web.Request, session: _Session, call: _Call, key: str | None
     ) -> web.StreamResponse:
         assert self._builder is not None and self._engine is not None and call.prompt is not None
         try:
-            result = await self._engine.generate(call.prompt.token_ids, call.params, routing_key=session.sid)
+            result = await self._engine.generate(call.prompt.ids, call.params, routing_key=session.sid)
             result = settle_finish(result, self._builder.stop_ids, call.request.stop, self._decode)
         except EngineError as err:
             logger.warning("session %s: engine call failed: %s", session.sid, err)
@@ -752,7 +760,7 @@ class Gateway:
             )
         message, reply = self._reply(call, result.output_ids, result.finish_type)
         trace = CallTrace(
-            prompt_token_ids=call.prompt.token_ids,
+            prompt_token_ids=[],  # the store takes call.prompt.ids (no 10k-int list while in flight)
             completion_token_ids=result.output_ids,
             logprobs=result.logprobs,
             finish_reason=result.finish_type,  # type: ignore[arg-type]
@@ -779,13 +787,13 @@ class Gateway:
         """Parse the sampled ids into the assistant message and serialize the reply (render pool)."""
         assert self._builder is not None and call.prompt is not None
         message = parse_completion(
-            self._builder.renderer, output_ids, call.prompt.ids or call.prompt.token_ids, call.request.tools
+            self._builder.renderer, output_ids, call.prompt.ids, call.request.tools
         )
         reply = Reply(
             call.request.model or self.config.model_id,
             message,
             finish_reason(finish, message),
-            len(call.prompt.token_ids),
+            len(call.prompt.ids),
             len(output_ids),
         )
         if call.request.stream:
@@ -866,7 +874,8 @@ class Gateway:
         with self._registry:
             if session.deleted:
                 return lambda: None
-            session.store.append(trace, call.prompt.ids if call.prompt is not None else None)
+            assert call.prompt is not None
+            session.store.append(trace, call.prompt.ids)
         if key is not None:
             session.replies[key] = reply
         session.chain_before = session.chain_before if call.repeat else session.chain

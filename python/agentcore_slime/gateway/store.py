@@ -143,8 +143,8 @@ class SessionTraces:
     def append(self, trace: CallTrace, prompt_ids: array[int] | None = None) -> None:
         """Store a call (undo it with :meth:`pop_last` until the next append).
 
-        :param prompt_ids: the trace's prompt ids as ``array('i')``, when the caller has them
-            (saves converting the list).
+        :param prompt_ids: the call's prompt ids as ``array('i')``, when the caller has them;
+            then ``trace.prompt_token_ids`` is not read (the gateway leaves it empty).
         """
         prompt = prompt_ids if prompt_ids is not None else array("i", trace.prompt_token_ids)
         shared = common_prefix(prompt, self._last_ids)
