@@ -238,6 +238,12 @@ def _error_message(payload: Any) -> str:
     return str(payload)[:200]
 
 
+PER_TOKEN_META = (
+    "output_token_logprobs",
+    "input_token_logprobs",
+    "output_top_logprobs",
+    "input_top_logprobs",
+)
 LOGPROB_SLACK = 1e-4  # float rounding may put a certain token's logprob a hair above 0
 
 
@@ -268,6 +274,9 @@ def _result(payload: Any, vocab_size: int = 0) -> EngineResult:
             f"engine returned {len(logprobs)} logprobs for {len(ids)} output ids (or different ids)",
             retryable=False,
         )
+    # the per-token entries are in ids and logprobs now; kept, they are hundreds of small
+    # lists per call in flight for the garbage collector to walk
+    meta = {k: v for k, v in meta.items() if k not in PER_TOKEN_META}
     return EngineResult(ids, logprobs, finish, meta)
 
 

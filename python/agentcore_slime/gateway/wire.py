@@ -224,7 +224,7 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
 def _shape(value: Any, limit: int) -> tuple[bool, bool]:
     """(nests containers more than ``limit`` deep, holds a float of magnitude >= 2**63), in
     one iterative walk."""
-    huge = False
+    huge = type(value) is float and not -ROUNDED_INT < value < ROUNDED_INT
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()

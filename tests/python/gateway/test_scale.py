@@ -1,0 +1,200 @@
+"""What the gateway does to stay fast at scale keeps its results exact.
+
+- requests are parsed by orjson, with the standard parser behind it: the parsed body is the
+  standard parser's, integers beyond 64 bits included;
+- full renders of chat-template models encode the template text piece by piece, cached and
+  off the GIL: the ids are the whole text's ids, and one difference switches it off;
+- the trace store keeps each call's metadata as a JSON blob: it comes back equal;
+- a deleted session's ids are freed, and ``/admin/stats`` says what the gateway holds.
+
+Stand-ins as in conftest: the toy tokenizer and the scripted SGLang server.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import weakref
+from typing import Any
+
+import httpx
+import pytest
+from agentcore_slime.gateway.rendering import (
+    SEGMENT_CACHE_MIN,
+    PromptBuilder,
+    SegmentEncoder,
+    _split_tokens,
+    choose_renderer,
+    normalize_messages,
+)
+from agentcore_slime.gateway.store import pack, unpack
+from agentcore_slime.gateway.wire import BadRequest, load_json
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**100), max_value=2**100)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with every number tagged by its type (1 == 1.0 must not pass)."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+# --------------------------------------------------------------------- parsing
+@settings(max_examples=200, deadline=None)
+@given(JSON)
+def test_load_json_returns_what_the_standard_parser_returns(value: Any) -> None:
+    raw = json.dumps(value, ensure_ascii=False).encode()
+    assert _typed(load_json(raw)) == _typed(json.loads(raw))
+
+
+def test_load_json_keeps_long_integers_exact_and_refuses_what_it_refused() -> None:
+    assert load_json(b'{"n": 123456789012345678901234567890}') == {"n": 123456789012345678901234567890}
+    assert load_json(b'{"s": "\\ud800"}') == {"s": "\ud800"}  # orjson refuses it; json reads it
+    for raw, problem in [(b'{"x": NaN}', "NaN is not JSON"), (b"[1e999]", "out of range"), (b"[1,", "valid")]:
+        with pytest.raises(BadRequest, match=problem):
+            load_json(raw)
+    with pytest.raises(BadRequest, match="nested deeper"):
+        load_json(b"[" * 100 + b"]" * 100)
+
+
+# --------------------------------------------------------------------- segment encoding
+PIECES = st.sampled_from(
+    ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "\n", " ", "  ", "\n\n", "user", "système"]
+)
+WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(PIECES | WORDS, max_size=60), st.integers(0, 3))
+def test_pieces_encoded_apart_are_the_whole_text_encoded(tokenizer: Any, parts: list[str], long: int) -> None:
+    """Short texts, and long ones (cached pieces, the GIL-free batch path), twice (cache hits)."""
+    text = "".join(parts) + ("<|im_start|>system\n" + "words and more words " * 400 + "<|im_end|>\n") * long
+    encoder = SegmentEncoder(tokenizer)
+    assert encoder.enabled
+    whole = tokenizer.encode(text, add_special_tokens=False)
+    assert encoder.encode(text).tolist() == whole
+    assert encoder.encode(text).tolist() == whole
+    assert "".join(encoder.pieces(text)) == text
+
+
+def test_split_tokens_leave_out_tokens_that_can_overlap_or_strip() -> None:
+    class Added:
+        def __init__(self, content: str, special: bool = True, lstrip: bool = False) -> None:
+            self.content, self.special, self.lstrip = content, special, lstrip
+            self.rstrip = self.single_word = self.normalized = False
+
+    class Tokenizer:
+        added_tokens_decoder = {
+            i: token
+            for i, token in enumerate(
+                [
+                    Added("<end>"),  # "<end>!" contains it: a cut after it could split that one
+                    Added("<end>!"),  # "<end>" ends with a start of it (kept out, to be safe)
+                    Added("<s>"),  # "x<s" ends with a start of it: in "x<s>" the tokenizer matches "x<s"
+                    Added("x<s", special=False),  # not special, but it can still overlap
+                    Added("<pad>", lstrip=True),  # strips the space before it
+                    Added("[SEP]"),
+                ]
+            )
+        }
+
+    assert _split_tokens(Tokenizer()) == ["[SEP]"]
+
+
+def test_a_difference_from_the_renderer_switches_segment_encoding_off(model_dir: Any, tokenizer: Any) -> None:
+    renderer, choice = choose_renderer(
+        str(model_dir), tokenizer, "auto", tool_call_parser="qwen", reasoning_parser=None
+    )
+    builder = PromptBuilder(renderer, tokenizer, choice.family)
+    assert builder.releases_gil
+    segments = builder.segments
+    assert segments is not None
+    messages = normalize_messages([{"role": "user", "content": "add 2 and 3"}])
+    expected = list(renderer.render_ids(messages, add_generation_prompt=True))
+    real_encode = segments.encode
+    segments.encode = lambda text: real_encode(text)[:-1]  # type: ignore[method-assign]
+    assert builder.render(messages, None) == expected  # the renderer's ids, not the wrong ones
+    assert not builder.releases_gil
+    assert builder.render(messages, None) == expected
+
+
+def test_long_pieces_are_cached_once(tokenizer: Any) -> None:
+    encoder = SegmentEncoder(tokenizer)
+    system = "<|im_start|>system\n" + "a long shared system prompt " * 300 + "<|im_end|>"
+    assert len(system) >= SEGMENT_CACHE_MIN
+    texts = [f"{system}\n<|im_start|>user\n{task}<|im_end|>\n" + "filler " * 1200 for task in "abc"]
+    for text in texts:
+        assert encoder.encode(text).tolist() == tokenizer.encode(text, add_special_tokens=False)
+    shared = next(piece for piece in encoder.pieces(texts[0]) if "shared system prompt" in piece)
+    assert list(encoder._cache).count(shared) == 1
+
+
+# --------------------------------------------------------------------- stored blobs
+@settings(max_examples=150, deadline=None)
+@given(JSON | st.floats() | st.text())
+def test_blobs_read_back_equal(value: Any) -> None:
+    """orjson would write NaN and infinities as null and refuses long integers and lone
+    surrogates: those go through the standard encoder."""
+    back = unpack(pack(value))
+    if isinstance(value, float) and math.isnan(value):
+        assert math.isnan(back)
+    else:
+        assert _typed(back) == _typed(value)
+
+
+def test_blobs_keep_what_orjson_cannot_write() -> None:
+    for value in [{"x": math.inf}, [2**70], {"s": "\udc80"}, {"latency": -math.inf}]:
+        assert json.dumps(unpack(pack(value))) == json.dumps(value)
+
+
+# --------------------------------------------------------------------- memory
+def _tool_turns(stand: Any, sid: str, turns: int) -> None:
+    base = stand.gateway.create_session(sid)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "count to three " * 50}]
+    for turn in range(turns):
+        stand.script.replies.append(f"turn {turn} " * 40)
+        reply = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": messages}, timeout=30)
+        assert reply.status_code == 200, reply.text
+        messages += [reply.json()["choices"][0]["message"], {"role": "user", "content": "go on " * 30}]
+
+
+def test_a_deleted_session_frees_its_ids_and_stats_say_what_is_held(make_stand: Any) -> None:
+    stand = make_stand(cumulative_token_mode=True)
+    _tool_turns(stand, "kept", 2)
+    _tool_turns(stand, "gone", 3)
+    session = stand.gateway._sessions["gone"]
+    arrays = [
+        weakref.ref(a)
+        for call in session.store.snapshot()
+        for a in (call.new_prompt_ids, call.completion_ids, call.logprobs)
+    ]
+    arrays.append(weakref.ref(session.store.last_ids))
+    stats = httpx.get(f"{stand.gateway.url}/admin/stats?deep=1", timeout=30).json()
+    held = stats["held_tokens"]
+    assert stats["sessions"] == 2 and held > 0
+    assert stats["session_bytes"] > stats["stored_bytes"] > 4 * held  # ids, logprobs, blobs, and the rest
+    assert {"gc_collections", "gc_max_pause_cpu_ms", "gc_max_pause_wall_ms"} <= set(stats)
+
+    del session
+    stand.gateway.delete_session("gone")
+    gc.collect()
+    assert [ref() for ref in arrays] == [None] * len(arrays)
+    after = stand.gateway.stats()
+    assert after["sessions"] == 1 and 0 < after["held_tokens"] < held
+    stand.gateway.delete_session("kept")
+    assert stand.gateway.stats()["held_tokens"] == 0
