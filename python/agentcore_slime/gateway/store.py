@@ -89,28 +89,67 @@ def _shared_messages(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> in
 
 @dataclass(frozen=True, slots=True)
 class _Stored:
-    """One call as stored: what it adds to the previous call.
+    """One call as stored.
 
-    ``blob`` holds the trace's other fields, with ``messages`` replaced by the messages
-    after the ``shared_messages`` it shares with the previous call.
+    Its prompt is ``ids[:prompt_end]`` and its completion ``ids[prompt_end:end]``. ``ids`` is
+    the session's id sequence, shared by every call that extended the one before it: each
+    such call appended its new prompt ids and its completion to the same array, so a
+    cumulative episode holds its ids once. ``blob`` holds the trace's other fields, with
+    ``messages`` replaced by the messages after the ``shared_messages`` it shares with the
+    previous call.
     """
 
+    ids: array[int]
     shared_ids: int  # leading prompt ids equal to the previous call's prompt + completion
-    new_prompt_ids: array[int]
-    completion_ids: array[int]
+    prompt_end: int
+    end: int
     logprobs: array[float]
     shared_messages: int  # leading request messages equal to the previous call's
     blob: bytes
 
     @property
+    def new_prompt_ids(self) -> array[int]:
+        return self.ids[self.shared_ids : self.prompt_end]
+
+    @property
+    def completion_ids(self) -> array[int]:
+        return self.ids[self.prompt_end : self.end]
+
+    @property
     def held_tokens(self) -> int:
-        return len(self.new_prompt_ids) + len(self.completion_ids)
+        """Ids this call added: its new prompt ids and its completion."""
+        return self.end - self.shared_ids
 
     @property
     def nbytes(self) -> int:
-        """Bytes of its ids, logprobs and blob."""
-        arrays = (self.new_prompt_ids, self.completion_ids, self.logprobs)
-        return sum(a.itemsize * len(a) for a in arrays) + len(self.blob)
+        """Bytes of the ids it added, its logprobs and its blob."""
+        ids = self.ids.itemsize * self.held_tokens
+        return ids + self.logprobs.itemsize * len(self.logprobs) + len(self.blob)
+
+
+class _Sequence:
+    """The session's current id sequence (the last call's prompt + completion) and how a call
+    extends it: in place when the call's prompt starts with all of it, else in a new array
+    (the old one stays with the calls that use it)."""
+
+    def __init__(self) -> None:
+        self.ids: array[int] = array("i")
+        self.end = 0
+
+    def add(self, prompt: array[int], completion: array[int], shared: int) -> tuple[array[int], int, int]:
+        """Extend by a call whose prompt shares ``shared`` leading ids with the sequence.
+
+        :returns: the array holding the call, its prompt end and its end.
+        """
+        if shared == self.end == len(self.ids):
+            ids = self.ids
+            ids.extend(prompt[shared:])
+        else:
+            ids = self.ids[:shared] + prompt[shared:]
+        prompt_end = len(ids)
+        ids.extend(completion)
+        self.ids, self.end = ids, len(ids)
+        return ids, prompt_end, self.end
 
 
 class SessionTraces:
@@ -118,17 +157,22 @@ class SessionTraces:
 
     def __init__(self) -> None:
         self._calls: list[_Stored] = []
-        self._last_ids: array[int] = array("i")  # the last call's prompt + completion
+        self._sequence = _Sequence()
         self._last_messages: list[dict[str, Any]] = []  # the last call's request messages
-        self._undo: tuple[array[int], list[dict[str, Any]]] | None = None
+        self._undo: tuple[array[int], int, int, list[dict[str, Any]]] | None = None
 
     def __len__(self) -> int:
         return len(self._calls)
 
     @property
     def last_ids(self) -> array[int]:
-        """The last call's prompt + completion (shared, never modified in place)."""
-        return self._last_ids
+        """The array holding the last call's prompt + completion, as its first
+        :attr:`last_end` ids. Later calls may append to it in place; nothing else changes it."""
+        return self._sequence.ids
+
+    @property
+    def last_end(self) -> int:
+        return self._sequence.end
 
     @property
     def held_tokens(self) -> int:
@@ -147,30 +191,27 @@ class SessionTraces:
             then ``trace.prompt_token_ids`` is not read (the gateway leaves it empty).
         """
         prompt = prompt_ids if prompt_ids is not None else array("i", trace.prompt_token_ids)
-        shared = common_prefix(prompt, self._last_ids)
+        sequence = self._sequence
+        shared = common_prefix(prompt, sequence.ids[: sequence.end])
         messages = trace.messages
         shared_msgs = _shared_messages(messages, self._last_messages)
         meta = {name: getattr(trace, name) for name in _META_FIELDS}
         meta["messages"] = messages[shared_msgs:]
-        stored = _Stored(
-            shared,
-            prompt[shared:],
-            array("i", trace.completion_token_ids),
-            array("d", trace.logprobs),
-            shared_msgs,
-            pack(meta),
-        )
-        self._undo = (self._last_ids, self._last_messages)
-        self._calls.append(stored)
-        self._last_ids = prompt + stored.completion_ids
+        blob = pack(meta)
+        self._undo = (sequence.ids, sequence.end, len(sequence.ids), self._last_messages)
+        ids, prompt_end, end = sequence.add(prompt, array("i", trace.completion_token_ids), shared)
+        logprobs = array("d", trace.logprobs)
+        self._calls.append(_Stored(ids, shared, prompt_end, end, logprobs, shared_msgs, blob))
         self._last_messages = [*self._last_messages[:shared_msgs], *messages[shared_msgs:]]
 
     def pop_last(self) -> None:
         """Undo the last :meth:`append` (its reply never reached the client)."""
         if self._undo is None:
             raise RuntimeError("nothing to undo")
+        ids, end, length, self._last_messages = self._undo
         self._calls.pop()
-        self._last_ids, self._last_messages = self._undo
+        del ids[length:]  # what the call appended in place, if it did
+        self._sequence.ids, self._sequence.end = ids, end
         self._undo = None
 
     def snapshot(self) -> list[_Stored]:
@@ -182,23 +223,38 @@ class SessionTraces:
         return rebuild(self._calls)
 
 
+def link(
+    deltas: list[tuple[int, array[int], array[int], array[float], int, bytes]],
+) -> list[_Stored]:
+    """Stored calls from what each added, in call order: ``(shared_ids, new_prompt_ids,
+    completion_ids, logprobs, shared_messages, blob)`` (as :mod:`.trace_wire` carries them)."""
+    sequence = _Sequence()
+    out = []
+    for shared, new_prompt, completion, logprobs, shared_messages, blob in deltas:
+        if shared > sequence.end:
+            raise ValueError(f"a call shares {shared} ids with a sequence of {sequence.end}")
+        prompt = sequence.ids[:shared] + new_prompt
+        ids, prompt_end, end = sequence.add(prompt, completion, shared)
+        out.append(_Stored(ids, shared, prompt_end, end, logprobs, shared_messages, blob))
+    return out
+
+
 def rebuild(stored: list[_Stored]) -> list[CallTrace]:
     """The exact :class:`CallTrace` records of stored calls, in call order."""
     out: list[CallTrace] = []
-    ids: array[int] = array("i")
     messages: list[dict[str, Any]] = []
     for call in stored:
-        prompt = ids[: call.shared_ids] + call.new_prompt_ids
+        if len(call.ids) < call.end:  # undone since the snapshot (its reply was not delivered)
+            break
         meta = unpack(call.blob)
         messages = [*messages[: call.shared_messages], *meta.pop("messages")]
         out.append(
             CallTrace(
-                prompt_token_ids=prompt.tolist(),
-                completion_token_ids=call.completion_ids.tolist(),
+                prompt_token_ids=call.ids[: call.prompt_end].tolist(),
+                completion_token_ids=call.ids[call.prompt_end : call.end].tolist(),
                 logprobs=call.logprobs.tolist(),
                 messages=messages,
                 **meta,
             )
         )
-        ids = prompt + call.completion_ids
     return out

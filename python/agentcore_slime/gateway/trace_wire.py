@@ -22,7 +22,7 @@ import sys
 from array import array
 from typing import Any
 
-from .store import _Stored
+from .store import _Stored, link
 
 MAGIC = b"ACTW"
 VERSION = 2
@@ -71,7 +71,7 @@ def decode(data: bytes) -> list[_Stored]:
     if magic != MAGIC or version != VERSION:
         raise ValueError(f"not trace bytes of version {VERSION} (magic {bytes(magic)!r}, version {version})")
     offset = _START.size
-    calls: list[_Stored] = []
+    deltas = []
     for number in range(count):
         if offset + _CALL.size > len(view):
             raise ValueError(f"trace bytes end inside call {number} of {count}")
@@ -88,7 +88,7 @@ def decode(data: bytes) -> list[_Stored]:
         offset += 4 * completion
         probs = _from_little_endian("d", view[offset : offset + 8 * logprobs])
         offset = end
-        calls.append(_Stored(shared_ids, ids, out, probs, shared_messages, blob))
+        deltas.append((shared_ids, ids, out, probs, shared_messages, blob))
     if offset != len(view):
         raise ValueError(f"{len(view) - offset} bytes after the last of {count} calls")
-    return calls
+    return link(deltas)

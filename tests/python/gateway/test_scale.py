@@ -178,12 +178,9 @@ def test_a_deleted_session_frees_its_ids_and_stats_say_what_is_held(make_stand: 
     _tool_turns(stand, "kept", 2)
     _tool_turns(stand, "gone", 3)
     session = stand.gateway._sessions["gone"]
-    arrays = [
-        weakref.ref(a)
-        for call in session.store.snapshot()
-        for a in (call.new_prompt_ids, call.completion_ids, call.logprobs)
-    ]
-    arrays.append(weakref.ref(session.store.last_ids))
+    # the session's id sequences (one array while the calls extend each other) and logprobs
+    arrays = [weakref.ref(a) for call in session.store.snapshot() for a in (call.ids, call.logprobs)]
+    assert len({id(call.ids) for call in session.store.snapshot()}) == 1  # cumulative: one sequence
     stats = httpx.get(f"{stand.gateway.url}/admin/stats?deep=1", timeout=30).json()
     held = stats["held_tokens"]
     assert stats["sessions"] == 2 and held > 0
