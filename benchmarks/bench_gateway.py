@@ -415,6 +415,7 @@ def _measure(
     emit("bytes_per_held_token", per_token, "bytes", **tag)
     rss_per_token = (rss_held - rss_before) / max(1, stats["held_tokens"])
     emit("rss_growth_per_held_token", rss_per_token, "bytes", **tag)
+    emit("gateway_rss_before", rss_before / 2**20, "MiB", **tag)
     emit("gateway_rss_held", rss_held / 2**20, "MiB", **tag)
     emit("gateway_rss_after_delete", rss_after / 2**20, "MiB", **tag)
 
