@@ -18,7 +18,6 @@ Routes:
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import dataclasses
 import gc
 import ipaddress
@@ -26,7 +25,6 @@ import json
 import logging
 import re
 import socket
-import sys
 import threading
 import time
 from array import array
@@ -41,6 +39,7 @@ from aiohttp import web
 from . import trace_wire
 from .config import GatewayConfig, check_sampling_params
 from .engine import EngineClient, EngineError, settle_finish
+from .memory import GcWatch, deep_size, release_memory
 from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, text_size
 from .rendering import (
     ChainState,
@@ -121,90 +120,6 @@ def _json_error(
     return web.json_response(
         error_body(message, kind, param=param, code=code), status=status, headers=headers
     )
-
-
-class GcWatch:
-    """The longest garbage-collection pauses since the last :meth:`take`, in CPU time of the
-    collecting thread (the collector's own work) and in wall time (which also counts the
-    moments the OS ran something else)."""
-
-    def __init__(self) -> None:
-        self._started = (0.0, 0.0)
-        self._lock = threading.Lock()
-        self._reset()
-
-    def _reset(self) -> None:
-        self.collections = 0
-        self.max_cpu_ms = 0.0
-        self.max_wall_ms = 0.0
-        self.max_generation = -1  # the generation the longest collection collected
-        self.max_collected = 0  # and how many unreachable objects it freed
-
-    def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = (time.thread_time(), time.perf_counter())
-            return
-        cpu = (time.thread_time() - self._started[0]) * 1e3
-        wall = (time.perf_counter() - self._started[1]) * 1e3
-        with self._lock:
-            self.collections += 1
-            if cpu > self.max_cpu_ms:
-                self.max_cpu_ms = cpu
-                self.max_generation = int(info.get("generation", -1))
-                self.max_collected = int(info.get("collected", 0))
-            self.max_wall_ms = max(self.max_wall_ms, wall)
-
-    def take(self) -> dict[str, float]:
-        with self._lock:
-            out = {
-                "gc_collections": self.collections,
-                "gc_max_pause_cpu_ms": round(self.max_cpu_ms, 3),
-                "gc_max_pause_wall_ms": round(self.max_wall_ms, 3),
-                "gc_max_pause_generation": self.max_generation,
-                "gc_max_pause_collected": self.max_collected,
-                "gc_tracked_objects": len(gc.get_objects()),
-            }
-            self._reset()
-        return out
-
-
-def deep_size(root: Any, skip: tuple[type, ...] = ()) -> int:
-    """Bytes of everything reachable from ``root`` through containers and instance fields,
-    each object counted once (``sys.getsizeof``); objects of the ``skip`` types are left out."""
-    seen: set[int] = set()
-    total = 0
-    stack = [root]
-    leaves = (str, bytes, int, float, bool, type(None), array)
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, skip):
-            continue
-        seen.add(id(obj))
-        total += sys.getsizeof(obj)
-        if isinstance(obj, leaves):
-            continue
-        if isinstance(obj, dict):
-            stack.extend(obj.keys())
-            stack.extend(obj.values())
-        elif isinstance(obj, list | tuple | set | frozenset):
-            stack.extend(obj)
-        elif hasattr(obj, "__dict__"):
-            stack.append(vars(obj))
-        elif hasattr(obj, "__slots__"):
-            stack.extend(getattr(obj, name) for name in obj.__slots__ if hasattr(obj, name))
-    return total
-
-
-def release_memory() -> None:
-    """Return free heap pages to the system (glibc's ``malloc_trim``; a no-op elsewhere).
-
-    ctypes releases the GIL for the call, so the event loop keeps running meanwhile.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _guarded(fn: Callable[..., _T], *args: Any) -> _T:
