@@ -80,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     # alone, so a shorter interval costs nothing else.
     sys.setswitchinterval(SWITCH_INTERVAL)
     from .config import GatewayConfig
+    from .memory import defer_full_collections
     from .server import Gateway
+
+    defer_full_collections()
 
     gateway: Gateway | None = None
     try:

@@ -47,7 +47,7 @@ class GcWatch:
                 self.max_collected = int(info.get("collected", 0))
             self.max_wall_ms = max(self.max_wall_ms, wall)
 
-    def take(self) -> dict[str, float]:
+    def take(self) -> dict[str, Any]:
         with self._lock:
             out = {
                 "gc_collections": self.collections,
@@ -56,6 +56,7 @@ class GcWatch:
                 "gc_max_pause_generation": self.max_generation,
                 "gc_max_pause_collected": self.max_collected,
                 "gc_tracked_objects": len(gc.get_objects()),
+                "gc_thresholds": list(gc.get_threshold()),
             }
             self._reset()
         return out
@@ -88,11 +89,30 @@ def deep_size(root: Any, skip: tuple[type, ...] = ()) -> int:
     return total
 
 
-def release_memory() -> None:
-    """Return free heap pages to the system (glibc's ``malloc_trim``; a no-op elsewhere).
+FULL_COLLECTIONS_DEFERRED = 10**9  # a generation-2 threshold automatic collections never reach
 
-    ctypes releases the GIL for the call, so the event loop keeps running meanwhile.
+
+def defer_full_collections() -> None:
+    """Leave full (generation 2) collections to :func:`release_memory`, called when the gateway
+    has no sessions (between steps).
+
+    A full collection walks every tracked object: with a thousand sessions (their messages,
+    connections, chain states) that is 100+ ms in which no call is served, and it finds
+    almost nothing, since the gateway's state is freed by reference counting. Young
+    collections keep running; cycles that outlive them wait for the next idle moment. For
+    the gateway's own process only: the policy is process-wide.
     """
+    young, middle, _ = gc.get_threshold()
+    gc.set_threshold(young, middle, FULL_COLLECTIONS_DEFERRED)
+
+
+def release_memory() -> None:
+    """Collect garbage cycles and return free heap pages to the system (glibc's
+    ``malloc_trim``; a no-op elsewhere). Called when the gateway has no sessions, so the
+    full collection has little to walk and nobody to keep waiting; ctypes releases the GIL
+    for the trim.
+    """
+    gc.collect()
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.malloc_trim(0)

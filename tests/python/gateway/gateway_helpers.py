@@ -45,3 +45,19 @@ ADD_TOOL = {
         },
     },
 }
+
+
+def json_values(text: Any, max_int: int = 2**100, max_leaves: int = 12) -> Any:
+    """A hypothesis strategy for JSON values (finite floats, integers up to ``max_int`` in
+    magnitude: beyond 64 bits included) with strings drawn from ``text``."""
+    from hypothesis import strategies as st
+
+    return st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-max_int, max_value=max_int)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | text,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+        max_leaves=max_leaves,
+    )

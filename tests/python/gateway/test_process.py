@@ -7,6 +7,7 @@ server, with the toy tokenizer; agents' calls go over loopback HTTP with the ope
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import os
 import signal
@@ -159,25 +160,32 @@ def test_session_calls_from_many_threads(
     assert bases == [f"{gateway.url}/sessions/s-{n}/v1" for n in range(200)]
 
 
+def _call_in_flight(base: str, fake: FakeSGLang) -> tuple[threading.Thread, list[BaseException]]:
+    """An agent's chat call in a thread, returned once the engine has the request; the list
+    gets the call's error, if it fails."""
+    errors: list[BaseException] = []
+
+    def agent() -> None:
+        try:
+            _chat(base, [{"role": "user", "content": "hi"}])
+        except BaseException as err:  # noqa: BLE001 - the test looks at it
+            errors.append(err)
+
+    thread = threading.Thread(target=agent)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not fake.requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return thread, errors
+
+
 def test_abort_session_cancels_the_call_in_flight(
     start: Callable[..., GatewayProcess], tokenizer: Any
 ) -> None:
     with FakeSGLang(text_policy(tokenizer, lambda prompt: "slow"), tokenizer=tokenizer, delay=3.0) as fake:
         gateway = start(fake.url)
         base = gateway.create_session("s-1", {})
-        outcome: list[BaseException] = []
-
-        def agent() -> None:
-            try:
-                _chat(base, [{"role": "user", "content": "hi"}])
-            except BaseException as err:  # noqa: BLE001 - the test looks at it
-                outcome.append(err)
-
-        thread = threading.Thread(target=agent)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not fake.requests and time.monotonic() < deadline:
-            time.sleep(0.02)
+        thread, outcome = _call_in_flight(base, fake)
         started = time.monotonic()
         gateway.abort_session("s-1")
         assert time.monotonic() - started < 2  # did not wait for the engine's 3 s
@@ -248,19 +256,7 @@ def test_a_killed_child_fails_its_sessions_clearly_and_restarts(
         first_pid, first_url = gateway.pid, gateway.url
         assert first_pid is not None
         base = gateway.create_session("s-1", {})
-        errors: list[BaseException] = []
-
-        def agent() -> None:
-            try:
-                _chat(base, [{"role": "user", "content": "hi"}])
-            except BaseException as err:  # noqa: BLE001 - the test looks at it
-                errors.append(err)
-
-        thread = threading.Thread(target=agent)
-        thread.start()
-        deadline = time.monotonic() + 10
-        while not fake.requests and time.monotonic() < deadline:
-            time.sleep(0.02)
+        thread, errors = _call_in_flight(base, fake)
         with caplog.at_level(logging.ERROR, logger="agentcore_slime.gateway.process"):
             os.kill(first_pid, signal.SIGKILL)  # mid-call: the agent is waiting for its reply
             thread.join(10)
@@ -337,3 +333,18 @@ def test_how_it_died() -> None:
     assert how_it_died(-15) == "killed by SIGTERM"
     assert how_it_died(3) == "exited with status 3"
     assert "Python error" in how_it_died(1)
+
+
+def test_the_gateway_process_defers_full_collections_to_idle_moments(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    """The child's own GC policy: young collections as usual, full ones only between steps
+    (a full collection over a thousand sessions' objects stalled every call for 100+ ms)."""
+    from agentcore_slime.gateway.memory import FULL_COLLECTIONS_DEFERRED
+
+    fake, _ = engine
+    gateway = start(fake.url)
+    stats = httpx.get(f"{gateway.url}/admin/stats", timeout=10).json()
+    assert stats["gc_thresholds"][2] == FULL_COLLECTIONS_DEFERRED
+    assert stats["gc_thresholds"][0] == gc.get_threshold()[0]  # young ones unchanged
+    assert gc.get_threshold()[2] != FULL_COLLECTIONS_DEFERRED  # the parent's policy is its own

@@ -30,19 +30,12 @@ from agentcore_slime.gateway.rendering import (
 )
 from agentcore_slime.gateway.store import pack, unpack
 from agentcore_slime.gateway.wire import BadRequest, load_json
+from gateway_helpers import json_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**100), max_value=2**100)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | TEXT,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
-    max_leaves=12,
-)
+JSON = json_values(TEXT)
 
 
 def _typed(value: Any) -> Any:

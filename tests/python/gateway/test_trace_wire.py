@@ -10,20 +10,13 @@ import pytest
 from agentcore_slime.gateway import trace_wire
 from agentcore_slime.gateway.store import SessionTraces, rebuild
 from agentcore_slime.gateway.trace import CallTrace
+from gateway_helpers import json_values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # any text, lone surrogates included (agents' JSON may carry \ud800 escapes)
 TEXT = st.text(alphabet=st.characters(blacklist_categories=()), max_size=12)
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | TEXT,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
-    max_leaves=8,
-)
+JSON = json_values(TEXT, max_int=2**70, max_leaves=8)
 IDS = st.lists(st.integers(min_value=-(2**31), max_value=2**31 - 1), max_size=40)
 MESSAGE = st.dictionaries(TEXT, JSON, max_size=4)
 
