@@ -1,28 +1,32 @@
 """Benchmark the gateway at scale: latency it adds, CPU per process, GC pauses, memory per token.
 
 Usage:
-    /work/venv/bin/python benchmarks/bench_gateway.py [--sessions 256,1024] [--calls 8]
-        [--engine-delay 2.0] [--system-tokens 8000] [--reply-tokens 200] [--long-prompt-tokens 32000]
-        [--turns 64] [--part all|latency|prompt]
+    .venv/bin/python benchmarks/bench_gateway.py [--sessions 256,1024] [--calls 8]
+        [--engine-delay 2.0] [--system-tokens 8000] [--system-prompts shared|distinct]
+        [--reply-tokens 200] [--long-prompt-tokens 32000] [--turns 64] [--part all|latency|prompt]
 
 Part ``latency``: three processes, as in training: a scripted SGLang engine
 (tests/python/fakes/sglang_server.py; it answers after ``--engine-delay`` s, standing for
-generation, with a tool call and ``--reply-tokens`` of text), the gateway (started as the
-rollout starts it, sessions created through its loopback admin routes), and a load client
-driving N concurrent sessions (for each N in ``--sessions``) of ``--calls`` sequential tool
-turns in cumulative mode: a first turn with a ``--system-tokens`` system prompt, then per
-turn the reply and a tool result of a few hundred tokens. The same number of ``/generate``
-requests, with a prompt as long as a mid-conversation gateway prompt, go straight to the
-engine as the baseline. Then, at the smallest N, the same load again while another client
-sends first turns of ``--long-prompt-tokens`` tokens (a long system prompt and tool
+generation, with a tool call and ``--reply-tokens`` of text), the gateway (``GatewayProcess``,
+its own child process, started as the rollout starts it; sessions go through its loopback
+admin routes), and a load client driving N concurrent sessions (for each N in ``--sessions``)
+of ``--calls`` sequential tool turns in cumulative mode: a first turn with a
+``--system-tokens`` system prompt (one for every session, as one agent has, or a different
+one each with ``--system-prompts distinct``) and a task of its own, then per turn the reply
+and a tool result of a few hundred tokens. The same number of ``/generate`` requests, with a
+prompt as long as a mid-conversation gateway prompt, go straight to the engine as the
+baseline. Then, at the smallest N, the same load again while another client sends first
+turns of ``--long-prompt-tokens`` tokens (a long system prompt of their own and tool
 schemas), one after the other: how much the other sessions' p99 moves while they render.
 
 One JSON line per figure: ``{"figure": ..., "sessions": N, "value": ..., "unit": ...}``.
 Figures: added latency p50 / p99 (gateway minus direct, as the agent sees it), CPU per call
-of each process (gateway, engine stand-in, client), the gateway's longest garbage
-collection pause, bytes of session state per held token (everything reachable from the
-sessions, counted once, over the ids their traces hold; RSS growth per held token too, which
-also counts allocator high-water marks) and RSS after every session was deleted.
+of each process (gateway, engine stand-in, client; the gateway's also per first turn, from a
+pass of first turns only, and per later turn), the gateway's longest garbage collection
+pause (CPU time of the collecting thread, and wall time), bytes of session state per held
+token (``/admin/stats?deep=1``: everything reachable from the sessions, counted once, over
+the ids their traces hold; RSS growth per held token too, which also counts allocator
+high-water marks) and RSS before the sessions, while held and after every session was deleted.
 Targets (issue 14): +p50 <= 2 ms, +p99 <= 10 ms at 256 sessions, +p99 <= 25 ms at 1,024;
 gateway CPU <= 0.7 ms per call; no GC pause over 20 ms; <= 16 bytes per held token; a 32k
 first turn moves p99 by <= 10 ms.
