@@ -73,6 +73,7 @@ NO_RETRY = {"x-should-retry": "false"}
 IDEMPOTENCY_KEY = "Idempotency-Key"  # a client's retry sends the same key: it gets the same reply
 RENDER_THREADS = 4  # full-render workers: a long render does not queue the short ones
 INLINE_BODY_BYTES = 256 * 1024  # larger chat bodies are parsed in a render thread, not on the loop
+INLINE_NEW_BYTES = 16 * 1024  # a body this much larger than the last one is bridged in a thread too
 _T = TypeVar("_T")
 _Body = tuple[bytes | list[bytes], str]  # a reply as sent: JSON bytes or SSE events, and its content type
 
@@ -87,6 +88,7 @@ class _Session:
     chain: ChainState | None = None  # after the last recorded call
     chain_before: ChainState | None = None  # before it (a repeat of that call is built from here)
     last_request: tuple[list[dict[str, Any]], str] | None = None
+    body_bytes: int = 0  # size of the last chat body: a much larger next one brings much new text
     replies: dict[str, _Body] = field(default_factory=dict)  # Idempotency-Key -> the reply sent
     deleted: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -610,9 +612,12 @@ class Gateway:
         A body of ordinary size and a cumulative bridge cost less than handing them to a
         thread (a wake-up, the GIL handed over and back), so they run on the event loop; a
         full render, and every step of a body over :data:`INLINE_BODY_BYTES`, run in the
-        render threads.
+        render threads, and so does a bridge over a body that grew by more than
+        :data:`INLINE_NEW_BYTES` (a long tool result to tokenize).
         """
-        if len(raw) > INLINE_BODY_BYTES:
+        grown = len(raw) - session.body_bytes
+        session.body_bytes = len(raw)
+        if len(raw) > INLINE_BODY_BYTES or grown > INLINE_NEW_BYTES:
             return await self._off_loop(self._prepare_all, raw, session)
         call = _guarded(self._parse_call, raw, session)
         if call.prompt is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import threading
 import weakref
 from typing import Any
 
@@ -188,3 +189,31 @@ def test_a_deleted_session_frees_its_ids_and_stats_say_what_is_held(make_stand: 
     assert after["sessions"] == 1 and 0 < after["held_tokens"] < held
     stand.gateway.delete_session("kept")
     assert stand.gateway.stats()["held_tokens"] == 0
+
+
+def test_small_bridges_run_on_the_loop_and_long_new_text_in_a_render_thread(make_stand: Any) -> None:
+    """A turn that adds little is bridged on the event loop (a thread hand-off costs more); a
+    turn that adds a long tool result is tokenized in a render thread, so the loop keeps serving."""
+    stand = make_stand(cumulative_token_mode=True)
+    builder = stand.gateway._builder
+    threads: list[str] = []
+    bridge = builder.bridge
+
+    def recording_bridge(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return bridge(*args)
+
+    builder.bridge = recording_bridge
+    base = stand.gateway.create_session("s")
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
+    for new_text in ("a short tool result", "long tool result " * 2000):
+        stand.script.replies.append("next")
+        reply = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": messages}, timeout=30)
+        assert reply.status_code == 200, reply.text
+        messages += [reply.json()["choices"][0]["message"], {"role": "user", "content": new_text}]
+    stand.script.replies.append("done")
+    reply = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": messages}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert [t.token_mode for t in stand.gateway.traces("s")] == ["rendered", "bridged", "bridged"]
+    assert threads[0] == "agentcore-gateway"  # the event loop's thread
+    assert threads[1].startswith("agentcore-gateway-render")
