@@ -40,26 +40,29 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Fak
         yield model_dir, fake, tokenizer
 
 
+
+def _args_for(agent: Any, s3_bucket: str, model_dir: Any, fake: Any, **extra: Any) -> Any:
+    """slime's args for a rollout through the real gateway (in its process) to ``fake``."""
+    return make_args(
+        agent_url=agent.url,
+        s3_bucket=s3_bucket,
+        hf_checkpoint=str(model_dir),
+        sglang_router_ip="127.0.0.1",
+        sglang_router_port=int(fake.url.rsplit(":", 1)[1]),
+        gateway_host="127.0.0.1",
+        **extra,
+    )
+
 def test_rollout_with_the_real_gateway(
     s3_bucket: str, local_s3: LocalS3, engine: tuple[Path, FakeSGLang, Any]
 ) -> None:
     model_dir, fake, tokenizer = engine
-    port = int(fake.url.rsplit(":", 1)[1])
     chat = Behaviour(result={"rewards": 1.0}, chat=["What is 2+2?", "Are you sure?"])
     agent = StandinAgent(lambda payload, sid: chat, local_s3.client())
     agent.start()
     rollout._STATE.reset()
     try:
-        args = make_args(
-            agent_url=agent.url,
-            s3_bucket=s3_bucket,
-            hf_checkpoint=str(model_dir),
-            sglang_router_ip="127.0.0.1",
-            sglang_router_port=port,
-            gateway_host="127.0.0.1",
-            rollout_batch_size=1,
-            n_samples_per_prompt=2,
-        )
+        args = _args_for(agent, s3_bucket, model_dir, fake, rollout_batch_size=1, n_samples_per_prompt=2)
         before = len(fake.requests)
         output = rollout.generate_rollout(args, 0, ListDataSource([{"prompt": "q", "metadata": {"q": 1}}], 2))
     finally:
@@ -115,14 +118,8 @@ def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_
     data.write_text(json.dumps({"prompt": "q", "metadata": {"q": 1}}) + "\n")
     rollout._STATE.reset()
     try:
-        args = make_args(
-            agent_url=agent.url,
-            s3_bucket=s3_bucket,
-            hf_checkpoint=str(model_dir),
-            sglang_router_ip="127.0.0.1",
-            sglang_router_port=int(fake.url.rsplit(":", 1)[1]),
-            gateway_host="127.0.0.1",
-            eval_datasets=[EvalDatasetConfig(name="val", path=str(data))],
+        args = _args_for(
+            agent, s3_bucket, model_dir, fake, eval_datasets=[EvalDatasetConfig(name="val", path=str(data))]
         )
         first = rollout.generate_rollout(args, 0, None, evaluation=True)
         record = ShimRecord.of(first.data["val"]["samples"][0])
