@@ -321,22 +321,28 @@ class GatewayProcess:
 
     def delete_session(self, session_id: str) -> None:
         """Forget a session (idempotent; a session of a dead child is gone already)."""
-        if self._lost(session_id):
-            return
-        child, _ = self._serving()
-        with self._lock:
-            self._sessions.pop(session_id, None)
-        _check(self._call(child, "DELETE", f"/admin/sessions/{session_id}"), child)
+        child = self._release(session_id)
+        if child is not None:
+            _check(self._call(child, "DELETE", f"/admin/sessions/{session_id}"), child)
 
     def abort_session(self, session_id: str, timeout: float = ABORT_TIMEOUT) -> None:
         """Delete a session and abort its calls in flight (see ``Gateway.abort_session``)."""
+        child = self._release(session_id)
+        if child is not None:
+            path = f"/admin/sessions/{session_id}/abort"
+            _check(self._call(child, "POST", path, timeout=timeout + 5.0), child)
+
+    def _release(self, session_id: str) -> _Child | None:
+        """Stop tracking a session; the child that still holds it (None: it died with an older one).
+
+        :raises GatewayProcessDied: the serving child died.
+        """
         if self._lost(session_id):
-            return
+            return None
         child, _ = self._serving()
         with self._lock:
             self._sessions.pop(session_id, None)
-        response = self._call(child, "POST", f"/admin/sessions/{session_id}/abort", timeout=timeout + 5.0)
-        _check(response, child)
+        return child
 
     def _lost(self, session_id: str) -> bool:
         """Whether the session belonged to a child that has been replaced (then it is forgotten)."""

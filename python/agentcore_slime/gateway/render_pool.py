@@ -45,7 +45,9 @@ def _init_worker(spec: RendererSpec) -> None:
     renderer = build_renderer(
         tokenizer, spec.family, tool_call_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser
     )
-    _WORKER["builder"] = PromptBuilder(renderer, tokenizer, spec.family)
+    # the gateway renders here only when its own segment encoding is off (or cannot be used):
+    # the worker renders exactly as the renderer does
+    _WORKER["builder"] = PromptBuilder(renderer, tokenizer, spec.family, segment_encoding=False)
 
 
 def _render_in_worker(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:

@@ -436,7 +436,7 @@ class SegmentEncoder:
             encodings = backend.encode_batch([pieces[i] for i in missing], add_special_tokens=False)
             for i, encoding in zip(missing, encodings, strict=True):
                 found[i] = array("i", encoding.ids)
-            self._remember([(pieces[i], found[i]) for i in missing if len(pieces[i]) >= SEGMENT_CACHE_MIN])
+        self._remember([(pieces[i], found[i]) for i in missing if len(pieces[i]) >= SEGMENT_CACHE_MIN])
         out = array("i")
         for i in range(len(pieces)):
             out += found[i]
@@ -476,10 +476,18 @@ class PromptBuilder:
     :param tokenizer: the model tokenizer (used by the chat-template bridge).
     :param family: the renderer family (``default`` = chat template).
     :param extra_stop_ids: more ids that end a turn (generation_config.json ``eos_token_id``).
+    :param segment_encoding: render chat-template text through a :class:`SegmentEncoder` when
+        the tokenizer allows it (the render worker, used when the gateway's is off, does not).
     """
 
     def __init__(
-        self, renderer: Any, tokenizer: Any, family: str, extra_stop_ids: list[int] | None = None
+        self,
+        renderer: Any,
+        tokenizer: Any,
+        family: str,
+        extra_stop_ids: list[int] | None = None,
+        *,
+        segment_encoding: bool = True,
     ) -> None:
         self.renderer = renderer
         self.tokenizer = tokenizer
@@ -489,7 +497,8 @@ class PromptBuilder:
         close = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self._close_id = close if isinstance(close, int) and close != tokenizer.unk_token_id else None
         self._window_ok = True
-        self.segments = SegmentEncoder(tokenizer) if family == CHAT_TEMPLATE_FAMILY else None
+        chat_template = family == CHAT_TEMPLATE_FAMILY
+        self.segments = SegmentEncoder(tokenizer) if chat_template and segment_encoding else None
 
     def _eos_ids(self) -> list[int]:
         eos = getattr(self.tokenizer, "eos_token_id", None)
@@ -550,11 +559,15 @@ class PromptBuilder:
 
         :param full_render: renders in full instead of :meth:`render` (e.g. in another process).
         """
-        render = full_render or self.render
+        def render() -> array[int]:
+            if full_render is None:
+                return self.render_array(messages, tools)
+            return array("i", full_render(messages, tools))
+
         if not cumulative or chain is None:
-            return Prompt(array("i", render(messages, tools)), "rendered")
+            return Prompt(render(), "rendered")
         bridged, why = self.bridge(messages, tools, chain)
-        return bridged or Prompt(array("i", render(messages, tools)), "rendered", why)
+        return bridged or Prompt(render(), "rendered", why)
 
     def bridge(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, chain: ChainState

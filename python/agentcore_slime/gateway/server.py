@@ -704,7 +704,7 @@ class Gateway:
         return response
 
     def _reply(self, call: _Call, output_ids: list[int], finish: str) -> tuple[dict[str, Any], _Body]:
-        """Parse the sampled ids into the assistant message and serialize the reply (render pool)."""
+        """Parse the sampled ids into the assistant message and serialize the reply (on the loop)."""
         assert self._builder is not None and call.prompt is not None
         message = parse_completion(
             self._builder.renderer, output_ids, call.prompt.ids, call.request.tools

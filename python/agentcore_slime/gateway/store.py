@@ -36,12 +36,12 @@ _STANDARD_JSON = b"\x00"  # marks a blob orjson could not write (orjson's output
 def pack(value: Any) -> bytes:
     """JSON bytes that :func:`unpack` reads back equal: integers beyond 64 bits, lone
     surrogates and non-finite floats (which orjson would write as null) included."""
-    if not _finite_numbers(value):
-        return _STANDARD_JSON + json.dumps(value).encode()
-    try:
-        return orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits, a lone surrogate
-        return _STANDARD_JSON + json.dumps(value).encode()
+    if _finite_numbers(value):
+        try:
+            return orjson.dumps(value)
+        except TypeError:  # orjson.JSONEncodeError: an integer beyond 64 bits, a lone surrogate
+            pass
+    return _STANDARD_JSON + json.dumps(value).encode()
 
 
 def _finite_numbers(value: Any) -> bool:

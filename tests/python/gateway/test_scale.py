@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from agentcore_slime.gateway.rendering import (
+    BATCH_ENCODE_CHARS,
     SEGMENT_CACHE_MIN,
     PromptBuilder,
     SegmentEncoder,
@@ -217,3 +218,25 @@ def test_small_bridges_run_on_the_loop_and_long_new_text_in_a_render_thread(make
     assert [t.token_mode for t in stand.gateway.traces("s")] == ["rendered", "bridged", "bridged"]
     assert threads[0] == "agentcore-gateway"  # the event loop's thread
     assert threads[1].startswith("agentcore-gateway-render")
+
+
+def test_a_long_piece_is_cached_when_the_text_is_encoded_in_one_go(tokenizer: Any) -> None:
+    """Pieces long enough to cache are remembered whichever encode path the text took."""
+    encoder = SegmentEncoder(tokenizer)
+    system = "<|im_start|>system\n" + "x y " * (SEGMENT_CACHE_MIN // 4 + 10) + "<|im_end|>"
+    text = f"{system}\n<|im_start|>user\nhi<|im_end|>\n"
+    assert len(text) < BATCH_ENCODE_CHARS  # the plain path, not encode_batch
+    assert encoder.encode(text).tolist() == tokenizer.encode(text, add_special_tokens=False)
+    assert any("x y x y" in piece for piece in encoder._cache)
+
+
+def test_the_render_worker_renders_as_the_renderer_does(model_dir: Any) -> None:
+    """The worker process renders only when the gateway's segment encoding is off (or cannot be
+    used): it must not take that path itself."""
+    from agentcore_slime.gateway import render_pool
+
+    render_pool._init_worker(render_pool.RendererSpec(str(model_dir), "default", "qwen", None))
+    try:
+        assert render_pool._WORKER["builder"].segments is None
+    finally:
+        render_pool._WORKER.clear()
