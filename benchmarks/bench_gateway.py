@@ -81,6 +81,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
+def shift_ms(after: list[float], before: list[float], q: float) -> float:
+    """How far the q-th percentile moved, in ms (latencies in seconds)."""
+    return (percentile(after, q) - percentile(before, q)) * 1e3
+
+
 def text_of(tokens: int, seed: int) -> str:
     """Filler text of about ``tokens`` toy-tokenizer tokens (~2.8 tokens a word)."""
     rng = random.Random(seed)
@@ -385,18 +390,8 @@ def _measure(
     emit("direct_p99", percentile(direct, 99) * 1e3, "ms", **tag)
     emit("gateway_p50", percentile(through, 50) * 1e3, "ms", **tag)
     emit("gateway_p99", percentile(through, 99) * 1e3, "ms", **tag)
-    emit(
-        "added_p50",
-        (percentile(through, 50) - percentile(direct, 50)) * 1e3,
-        "ms",
-        **tag,
-    )
-    emit(
-        "added_p99",
-        (percentile(through, 99) - percentile(direct, 99)) * 1e3,
-        "ms",
-        **tag,
-    )
+    emit("added_p50", shift_ms(through, direct, 50), "ms", **tag)
+    emit("added_p99", shift_ms(through, direct, 99), "ms", **tag)
     for process, seconds in cpu.items():
         emit(f"{process}_cpu_per_call", seconds / calls * 1e3, "ms", **tag)
     later = calls - n  # every session's first turn is a full render; the others extend it
@@ -447,12 +442,7 @@ def _measure_long_prompt(
     tag = {"sessions": n, "long_prompt_tokens": args.long_prompt_tokens}
     emit("p99_without_long_prompts", percentile(quiet, 99) * 1e3, "ms", **tag)
     emit("p99_with_long_prompts", percentile(busy, 99) * 1e3, "ms", **tag)
-    emit(
-        "long_prompt_p99_shift",
-        (percentile(busy, 99) - percentile(quiet, 99)) * 1e3,
-        "ms",
-        **tag,
-    )
+    emit("long_prompt_p99_shift", shift_ms(busy, quiet, 99), "ms", **tag)
 
 
 # ----------------------------------------------------------------------------- prompt building

@@ -131,6 +131,11 @@ def _run(argv: list[str]) -> int:
         print(shlex.join(["bash", str(script)]))
         return 0
     say(f"running {script} (log: {log})")
+    return run_script(script)
+
+
+def run_script(script: Path) -> int:
+    """Replace this process with ``bash script``, as the user would run it (bin/train, bin/eval)."""
     sys.stdout.flush()
     _restore_caller_pythonpath()
     os.execvp("bash", ["bash", str(script)])

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
-from .cli import _restore_caller_pythonpath
+from .cli import run_script
 from .envfile import read_env_file
 from .errors import ConfigError
 from .eval_render import SCRIPT, EvalRequest, commands, render_eval
@@ -140,7 +140,4 @@ def _run(argv: list[str]) -> int:
         print(evaluate)
         return 0
     say(f"running {script} (log: {run_dir / 'eval.log'})")
-    sys.stdout.flush()
-    _restore_caller_pythonpath()
-    os.execvp("bash", ["bash", str(script)])
-    return 1  # not reached
+    return run_script(script)
