@@ -707,7 +707,7 @@ class Gateway:
         """Parse the sampled ids into the assistant message and serialize the reply (on the loop)."""
         assert self._builder is not None and call.prompt is not None
         message = parse_completion(
-            self._builder.renderer, output_ids, call.prompt.ids, call.request.tools
+            self._builder.parser, output_ids, call.prompt.ids, call.request.tools
         )
         reply = Reply(
             call.request.model or self.config.model_id,

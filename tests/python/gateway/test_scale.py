@@ -17,18 +17,23 @@ import json
 import math
 import threading
 import weakref
+from array import array
 from typing import Any
 
 import httpx
 import pytest
+from agentcore_slime.gateway.engine import generate_body
 from agentcore_slime.gateway.rendering import (
     BATCH_ENCODE_CHARS,
     SEGMENT_CACHE_MIN,
+    MemoTokenizer,
     PromptBuilder,
     SegmentEncoder,
     _split_tokens,
     choose_renderer,
     normalize_messages,
+    parse_completion,
+    parsing_view,
 )
 from agentcore_slime.gateway.store import pack, unpack
 from agentcore_slime.gateway.wire import BadRequest, load_json
@@ -55,6 +60,19 @@ def _typed(value: Any) -> Any:
 def test_load_json_returns_what_the_standard_parser_returns(value: Any) -> None:
     raw = json.dumps(value, ensure_ascii=False).encode()
     assert _typed(load_json(raw)) == _typed(json.loads(raw))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(-(2**31), 2**31 - 1), max_size=300),
+    st.dictionaries(st.text(max_size=8), JSON, max_size=4),
+)
+def test_a_generate_body_says_what_the_standard_encoder_says(ids: list[int], params: dict[str, Any]) -> None:
+    """The ids go out from their buffer; the body reads back as the same JSON either way, params
+    orjson refuses (lone surrogates, huge integers) included."""
+    expected = {"rid": "r", "input_ids": ids, "return_logprob": True, "sampling_params": params}
+    for held in (array("i", ids), ids):
+        assert json.loads(generate_body("r", held, params)) == expected
 
 
 def test_load_json_keeps_long_integers_exact_and_refuses_what_it_refused() -> None:
@@ -240,3 +258,36 @@ def test_the_render_worker_renders_as_the_renderer_does(model_dir: Any) -> None:
         assert render_pool._WORKER["builder"].segments is None
     finally:
         render_pool._WORKER.clear()
+
+
+# --------------------------------------------------------------------- parsing replies
+PIECES = [
+    "Sure.", " ", "\n", "<think>", "</think>", "hmm", "<|im_end|>", "<|im_start|>assistant\n",
+    '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>', "<tool_call>\n{bad\n</tool_call>",
+    "é ü", "  spaces  ",
+]
+
+
+@pytest.mark.parametrize("reasoning", [None, "qwen3"])
+@settings(max_examples=60, deadline=None)
+@given(
+    completion=st.lists(st.sampled_from(PIECES), max_size=8),
+    prompt=st.lists(st.sampled_from(PIECES), max_size=6),
+)
+def test_replies_parse_the_same_through_the_memoized_tokenizer(
+    model_dir: Any, tokenizer: Any, reasoning: str | None, completion: list[str], prompt: list[str]
+) -> None:
+    renderer, _ = choose_renderer(
+        str(model_dir), tokenizer, "default", tool_call_parser="qwen", reasoning_parser=reasoning
+    )
+    view = parsing_view(renderer)
+    assert isinstance(view._tokenizer, MemoTokenizer)  # the fast path is the one tested
+    ids = tokenizer.encode("".join(completion), add_special_tokens=False)
+    prompt_ids = tokenizer.encode("".join(prompt), add_special_tokens=False)
+    for _ in range(2):  # the second parse answers from the memo
+        expected = parse_completion(renderer, ids, prompt_ids, None)
+        got = parse_completion(view, ids, prompt_ids, None)
+        for message in (expected, got):  # minted ids differ
+            for call in message.get("tool_calls", []):
+                call["id"] = "x"
+        assert got == expected
