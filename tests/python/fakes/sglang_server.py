@@ -118,6 +118,9 @@ class FakeSGLang(ThreadedAiohttpServer):
         order of the finish checks and the side routes follow that version.
     :param corrupt: a fault mode: edits every ``/generate`` answer in place before it is sent
         (a broken engine or router: float or out-of-vocabulary ids, NaN or positive logprobs).
+    :param keep_requests: keep every request body and its headers in ``requests`` and
+        ``headers`` for tests to read; a benchmark turns it off (thousands of 10k-id bodies
+        kept would make the stand-in's own garbage collections the bottleneck).
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class FakeSGLang(ThreadedAiohttpServer):
         tokenizer: Any = None,
         sglang_version: str = "0.5.13",
         corrupt: Callable[[dict[str, Any]], None] | None = None,
+        keep_requests: bool = True,
     ) -> None:
         if sglang_version not in SGLANG_VERSIONS:
             raise ValueError(f"sglang_version {sglang_version!r} is not one of {SGLANG_VERSIONS}")
@@ -144,6 +148,7 @@ class FakeSGLang(ThreadedAiohttpServer):
         self.context_length = context_length
         self.model_name = model_name
         self.tokenizer = tokenizer
+        self.keep_requests = keep_requests
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.aborted_rids: list[str] = []
@@ -205,8 +210,9 @@ class FakeSGLang(ThreadedAiohttpServer):
             body = await request.json()
         except json.JSONDecodeError:
             return _error(400, "request body is not JSON")
-        self.requests.append(body)
-        self.headers.append(dict(request.headers))
+        if self.keep_requests:
+            self.requests.append(body)
+            self.headers.append(dict(request.headers))
         self.generate_calls += 1
         call = self.generate_calls
         delay = self.delay() if callable(self.delay) else self.delay
