@@ -151,16 +151,18 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def normalize_messages(messages: list[dict[str, Any]], start: int = 0) -> list[dict[str, Any]]:
     """OpenAI request messages -> the plain form renderers and chat templates take.
 
     Content part lists become text, ``developer`` becomes ``system``, tool-call
     ``arguments`` become dicts, wire ids (tool call ids, ``tool_call_id``) are dropped.
+    Each message is normalized on its own.
 
+    :param start: the index of ``messages[0]`` in the request (for error messages).
     :raises RenderError: on an unknown role or unsupported content.
     """
     out = []
-    for i, msg in enumerate(messages):
+    for i, msg in enumerate(messages, start):
         role = msg.get("role")
         if role == "developer":
             role = "system"

@@ -53,7 +53,7 @@ from .rendering import (
     parse_completion,
     tools_key,
 )
-from .store import SessionTraces, rebuild
+from .store import SessionTraces, rebuild, shared_messages
 from .trace import CallTrace
 from .wire import (
     BadRequest,
@@ -637,13 +637,27 @@ class Gateway:
         assert self._builder is not None
         started = time.perf_counter()
         chat = parse_request(raw)
-        messages = normalize_messages(chat.messages)
+        messages = self._messages(chat, session)
         call = _Call(chat, messages, tools_key(chat.tools), started)
         call.repeat = session.last_request == (call.messages, call.tools_key)
         base = session.chain_before if call.repeat else session.chain
         if self.config.cumulative_token_mode and base is not None:
             call.prompt, call.chain_break = self._builder.bridge(messages, chat.tools, base)
         return call
+
+    @staticmethod
+    def _messages(chat: ChatRequest, session: _Session) -> list[dict[str, Any]]:
+        """The request's messages normalized. Those equal to the last call's become the objects
+        the session holds already, raw and normalized: the request's copies are freed now,
+        not after the engine answered (hundreds of calls in flight kept tens of thousands of
+        such dicts for the garbage collector to walk), and later comparisons with them are
+        identity checks."""
+        held = session.store.last_messages
+        n = shared_messages(chat.messages, held)
+        if n == 0 or session.chain is None or len(session.chain.messages) != len(held):
+            return normalize_messages(chat.messages)
+        chat.messages[:n] = held[:n]
+        return [*session.chain.messages[:n], *normalize_messages(chat.messages[n:], n)]
 
     def _render_call(self, call: _Call) -> Prompt:
         """A full render: long conversations in the render process unless the tokenizer leaves

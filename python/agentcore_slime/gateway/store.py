@@ -80,7 +80,8 @@ def common_prefix(a: array[int], b: array[int]) -> int:
     return low
 
 
-def _shared_messages(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> int:
+def shared_messages(new: list[dict[str, Any]], old: list[dict[str, Any]]) -> int:
+    """How many leading messages of ``new`` equal those of ``old``."""
     n = min(len(new), len(old))
     if new[:n] == old[:n]:
         return n
@@ -175,6 +176,11 @@ class SessionTraces:
         return self._sequence.end
 
     @property
+    def last_messages(self) -> list[dict[str, Any]]:
+        """The last call's request messages, as held (a next request's equal ones can be these)."""
+        return self._last_messages
+
+    @property
     def held_tokens(self) -> int:
         """Ids stored (prompt ids each call added + completion ids): memory is linear in it."""
         return sum(call.held_tokens for call in self._calls)
@@ -194,7 +200,7 @@ class SessionTraces:
         sequence = self._sequence
         shared = common_prefix(prompt, sequence.ids[: sequence.end])
         messages = trace.messages
-        shared_msgs = _shared_messages(messages, self._last_messages)
+        shared_msgs = shared_messages(messages, self._last_messages)
         meta = {name: getattr(trace, name) for name in _META_FIELDS}
         meta["messages"] = messages[shared_msgs:]
         blob = pack(meta)

@@ -291,3 +291,52 @@ def test_replies_parse_the_same_through_the_memoized_tokenizer(
             for call in message.get("tool_calls", []):
                 call["id"] = "x"
         assert got == expected
+
+
+def test_a_request_repeating_the_conversation_holds_it_once(make_stand: Any) -> None:
+    """Messages equal to the last call's become the objects the session holds (raw and
+    normalized) as soon as the request is parsed; an edited history does not, and the traces
+    stay what the agent sent either way."""
+    stand = make_stand(cumulative_token_mode=True)
+    base = stand.gateway.create_session("s")
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+    sent = []
+    for turn in range(3):
+        if turn == 2:  # the agent edits its history: nothing of it may be reused
+            messages[1] = {"role": "user", "content": "go, edited"}
+        stand.script.replies.append(f"reply {turn}")
+        reply = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": messages}, timeout=30)
+        assert reply.status_code == 200, reply.text
+        sent.append(json.loads(json.dumps(messages)))
+        messages += [reply.json()["choices"][0]["message"], {"role": "user", "content": f"more {turn}"}]
+    session = stand.gateway._sessions["s"]
+    traces = stand.gateway.traces("s")
+    assert [t.messages for t in traces] == sent
+    assert [t.token_mode for t in traces] == ["rendered", "bridged", "rendered"]
+    held, chain = session.store.last_messages, session.chain
+    assert held[0] == {"role": "system", "content": "sys"} and held[1]["content"] == "go, edited"
+    assert chain.messages[1]["content"] == "go, edited"
+
+
+def test_parsed_requests_reuse_the_held_messages(make_stand: Any) -> None:
+    stand = make_stand(cumulative_token_mode=True)
+    base = stand.gateway.create_session("s")
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    seen = []
+    parse = stand.gateway._messages
+
+    def recording(chat: Any, session: Any) -> Any:
+        normalized = parse(chat, session)
+        seen.append((list(chat.messages), normalized, list(session.store.last_messages), session.chain))
+        return normalized
+
+    stand.gateway._messages = recording
+    for turn in range(2):
+        stand.script.replies.append(f"reply {turn}")
+        reply = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": messages}, timeout=30)
+        assert reply.status_code == 200, reply.text
+        messages += [reply.json()["choices"][0]["message"], {"role": "user", "content": f"more {turn}"}]
+    raw, normalized, held, chain = seen[1]
+    assert len(held) == 1 and raw[0] is held[0]  # the raw copy was dropped for the held one
+    assert normalized[0] is chain.messages[0]
+    assert normalized[1:] == normalize_messages(raw[1:])
