@@ -3,7 +3,8 @@
 Usage:
     .venv/bin/python benchmarks/bench_gateway.py [--sessions 256,1024] [--calls 8]
         [--engine-delay 2.0] [--system-tokens 8000] [--system-prompts shared|distinct]
-        [--reply-tokens 200] [--long-prompt-tokens 32000] [--turns 64] [--part all|latency|prompt]
+        [--reply-tokens 200] [--long-prompt-tokens 32000] [--turns 64] [--repeats 3]
+        [--part all|latency|prompt]
 
 Part ``latency``: three processes, as in training: a scripted SGLang engine
 (tests/python/fakes/sglang_server.py; it answers after ``--engine-delay`` s, standing for
@@ -18,6 +19,11 @@ prompt as long as a mid-conversation gateway prompt, go straight to the engine a
 baseline. Then, at the smallest N, the same load again while another client sends first
 turns of ``--long-prompt-tokens`` tokens (a long system prompt of their own and tool
 schemas), one after the other: how much the other sessions' p99 moves while they render.
+
+Each load runs ``--repeats`` times (a gateway pass, then its direct pass); latency
+percentiles are taken over the pooled samples of all repeats, and each repeat's own added
+p50 / p99 (or p99 shift) is listed beside them as ``runs``: on this shared 2-core machine one
+pass's p99 moves by several ms from run to run.
 
 One JSON line per figure: ``{"figure": ..., "sessions": N, "value": ..., "unit": ...}``.
 Figures: added latency p50 / p99 (gateway minus direct, as the agent sees it), CPU per call
@@ -367,89 +373,111 @@ def _measure(
     args: argparse.Namespace,
     load: dict,
 ) -> None:
+    """``args.repeats`` gateway passes, each followed by a direct pass; latency figures from
+    the pooled samples (one pass's p99 moves by several ms from run to run), with each
+    repeat's added latency beside them."""
     first_cpu = _first_turn_cpu(gw, engine_pid, n, args, load)
-    rss_before = rss_bytes(gw.pid)
-    bases = gw.create_sessions(f"s{n}", n)
-    through, cpu = _pass(
-        gw,
-        engine_pid,
-        {**load, "mode": "gateway", "bases": bases, "stagger": args.engine_delay},
-    )
-    stats = gw.stats(deep=True)
-    rss_held = rss_bytes(gw.pid)
-    prompt_ids = gw.trace_prompt(f"s{n}-1", args.calls // 2)
-    gw.delete_all()
-    rss_after = rss_bytes(gw.pid)
-    direct, _ = _drive(
-        {
-            **load,
-            "mode": "direct",
-            "url": url,
-            "sessions": n,
-            "prompt_ids": prompt_ids,
-            "stagger": args.engine_delay,
-        }
-    )
+    through: list[float] = []
+    direct: list[float] = []
+    cpu = {"gateway": 0.0, "engine": 0.0, "client": 0.0}
+    added: list[tuple[float, float]] = []
+    pauses: list[dict[str, Any]] = []
+    rss = {"before": rss_bytes(gw.pid)}
+    for repeat in range(args.repeats):
+        bases = gw.create_sessions(f"s{n}r{repeat}", n)
+        gw.stats()  # the pauses counted are the pass's (not the idle collection after a delete)
+        ours, spent = _pass(
+            gw, engine_pid, {**load, "mode": "gateway", "bases": bases, "stagger": args.engine_delay}
+        )
+        for process, seconds in spent.items():
+            cpu[process] += seconds
+        pauses.append(gw.stats(deep=repeat == 0))  # memory: the first pass's (the deep walk is slow)
+        if repeat == 0:
+            rss["held"] = rss_bytes(gw.pid)
+            prompt_ids = gw.trace_prompt(f"s{n}r0-1", args.calls // 2)
+        gw.delete_all()
+        rss.setdefault("after", rss_bytes(gw.pid))
+        theirs, _ = _drive(
+            {
+                **load,
+                "mode": "direct",
+                "url": url,
+                "sessions": n,
+                "prompt_ids": prompt_ids,
+                "stagger": args.engine_delay,
+            }
+        )
+        through += ours
+        direct += theirs
+        added.append((shift_ms(ours, theirs, 50), shift_ms(ours, theirs, 99)))
     calls = len(through)
     tag = {"sessions": n}
-    emit("calls", calls, "calls", **tag)
+    emit("calls", calls, "calls", repeats=args.repeats, **tag)
     emit("direct_p50", percentile(direct, 50) * 1e3, "ms", **tag)
     emit("direct_p99", percentile(direct, 99) * 1e3, "ms", **tag)
     emit("gateway_p50", percentile(through, 50) * 1e3, "ms", **tag)
     emit("gateway_p99", percentile(through, 99) * 1e3, "ms", **tag)
-    emit("added_p50", shift_ms(through, direct, 50), "ms", **tag)
-    emit("added_p99", shift_ms(through, direct, 99), "ms", **tag)
+    emit("added_p50", shift_ms(through, direct, 50), "ms", runs=[round(a[0], 3) for a in added], **tag)
+    emit("added_p99", shift_ms(through, direct, 99), "ms", runs=[round(a[1], 3) for a in added], **tag)
     for process, seconds in cpu.items():
         emit(f"{process}_cpu_per_call", seconds / calls * 1e3, "ms", **tag)
-    later = calls - n  # every session's first turn is a full render; the others extend it
+    later = calls - n * args.repeats  # every session's first turn is a full render; the others extend it
     emit("gateway_cpu_per_first_turn", first_cpu * 1e3, "ms", **tag)
-    emit("gateway_cpu_per_later_turn", (cpu["gateway"] - n * first_cpu) / max(1, later) * 1e3, "ms", **tag)
-    pauses = stats["gc_collections"]
+    later_cpu = cpu["gateway"] - n * args.repeats * first_cpu
+    emit("gateway_cpu_per_later_turn", later_cpu / max(1, later) * 1e3, "ms", **tag)
+    worst = max(pauses, key=lambda p: p["gc_max_pause_cpu_ms"])
     emit(
         "gateway_max_gc_pause",
-        stats["gc_max_pause_cpu_ms"],
+        worst["gc_max_pause_cpu_ms"],
         "ms CPU",
-        collections=pauses,
-        generation=stats["gc_max_pause_generation"],
-        freed=stats["gc_max_pause_collected"],
-        tracked_after=stats["gc_tracked_objects"],
+        collections=sum(p["gc_collections"] for p in pauses),
+        generation=worst["gc_max_pause_generation"],
+        freed=worst["gc_max_pause_collected"],
+        tracked_after=worst["gc_tracked_objects"],
         **tag,
     )
-    emit("gateway_max_gc_pause_wall", stats["gc_max_pause_wall_ms"], "ms", **tag)
-    emit("held_tokens", stats["held_tokens"], "tokens", **tag)
-    per_token = stats["session_bytes"] / max(1, stats["held_tokens"])
-    emit("bytes_per_held_token", per_token, "bytes", **tag)
-    rss_per_token = (rss_held - rss_before) / max(1, stats["held_tokens"])
-    emit("rss_growth_per_held_token", rss_per_token, "bytes", **tag)
-    emit("gateway_rss_before", rss_before / 2**20, "MiB", **tag)
-    emit("gateway_rss_held", rss_held / 2**20, "MiB", **tag)
-    emit("gateway_rss_after_delete", rss_after / 2**20, "MiB", **tag)
+    emit("gateway_max_gc_pause_wall", max(p["gc_max_pause_wall_ms"] for p in pauses), "ms", **tag)
+    held = pauses[0]["held_tokens"]
+    emit("held_tokens", held, "tokens", **tag)
+    emit("bytes_per_held_token", pauses[0]["session_bytes"] / max(1, held), "bytes", **tag)
+    emit("rss_growth_per_held_token", (rss["held"] - rss["before"]) / max(1, held), "bytes", **tag)
+    emit("gateway_rss_before", rss["before"] / 2**20, "MiB", **tag)
+    emit("gateway_rss_held", rss["held"] / 2**20, "MiB", **tag)
+    emit("gateway_rss_after_delete", rss["after"] / 2**20, "MiB", **tag)
 
 
 def _measure_long_prompt(
     gw: BenchGateway, engine_pid: int, n: int, args: argparse.Namespace, load: dict
 ) -> None:
-    """The same load twice, the second time with long first turns rendering meanwhile."""
+    """The same load twice per repeat, the second time with long first turns rendering
+    meanwhile; p99 of the pooled samples of each kind."""
     job = {**load, "mode": "gateway", "stagger": args.engine_delay}
-    quiet, _ = _pass(gw, engine_pid, {**job, "bases": gw.create_sessions("quiet", n)})
-    gw.delete_all()
-    longs = gw.create_sessions("long", 64)
-    busy, _ = _pass(
-        gw,
-        engine_pid,
-        {
-            **job,
-            "bases": gw.create_sessions("busy", n),
-            "long_bases": longs,
-            "long_tokens": args.long_prompt_tokens,
-            "long_for": args.calls * args.engine_delay,
-        },
-    )
-    gw.delete_all()
+    quiet: list[float] = []
+    busy: list[float] = []
+    shifts = []
+    for repeat in range(args.repeats):
+        alone, _ = _pass(gw, engine_pid, {**job, "bases": gw.create_sessions(f"quiet{repeat}", n)})
+        gw.delete_all()
+        longs = gw.create_sessions(f"long{repeat}", 64)
+        beside, _ = _pass(
+            gw,
+            engine_pid,
+            {
+                **job,
+                "bases": gw.create_sessions(f"busy{repeat}", n),
+                "long_bases": longs,
+                "long_tokens": args.long_prompt_tokens,
+                "long_for": args.calls * args.engine_delay,
+            },
+        )
+        gw.delete_all()
+        quiet += alone
+        busy += beside
+        shifts.append(round(shift_ms(beside, alone, 99), 3))
     tag = {"sessions": n, "long_prompt_tokens": args.long_prompt_tokens}
     emit("p99_without_long_prompts", percentile(quiet, 99) * 1e3, "ms", **tag)
     emit("p99_with_long_prompts", percentile(busy, 99) * 1e3, "ms", **tag)
-    emit("long_prompt_p99_shift", shift_ms(busy, quiet, 99), "ms", **tag)
+    emit("long_prompt_p99_shift", shift_ms(busy, quiet, 99), "ms", runs=shifts, **tag)
 
 
 # ----------------------------------------------------------------------------- prompt building
@@ -555,6 +583,12 @@ def main(argv: list[str] | None = None) -> int:
         "(first turns cannot reuse each other's encoding)",
     )
     parser.add_argument("--long-prompt-tokens", type=int, default=32000)
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="load passes per figure (latency percentiles are taken over all of them)",
+    )
     parser.add_argument("--turns", type=int, default=64)
     parser.add_argument("--part", choices=("all", "latency", "prompt"), default="all")
     args = parser.parse_args(argv)
@@ -564,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sessions must be comma-separated integers, e.g. 256,1024")
     if min(args.sessions) < 2 or args.calls < 2 or args.turns < 2:
         parser.error("--sessions, --calls and --turns must be >= 2")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
 
     from fakes.toy_tokenizer import build_toy_tokenizer
 
