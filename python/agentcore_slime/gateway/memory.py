@@ -90,6 +90,12 @@ def deep_size(root: Any, skip: tuple[type, ...] = ()) -> int:
 
 
 FULL_COLLECTIONS_DEFERRED = 10**9  # a generation-2 threshold automatic collections never reach
+# Young (generation-0) collections per middle (generation-1) one; Python's default is 10. A
+# middle collection walks what every young collection since the last one kept: calls in
+# flight and what each call added to its session (its messages, the reply, the chain). With
+# 256 sessions that was ~30k objects and pauses of 15-21 ms; a middle collection every 3
+# young ones walks a third as many at a time (10-11 ms), and each object as often as before.
+YOUNG_COLLECTIONS_PER_MIDDLE = 3
 
 
 def defer_full_collections() -> None:
@@ -99,11 +105,12 @@ def defer_full_collections() -> None:
     A full collection walks every tracked object: with a thousand sessions (their messages,
     connections, chain states) that is 100+ ms in which no call is served, and it finds
     almost nothing, since the gateway's state is freed by reference counting. Young
-    collections keep running; cycles that outlive them wait for the next idle moment. For
-    the gateway's own process only: the policy is process-wide.
+    collections keep running (middle ones more often, in shorter pauses:
+    :data:`YOUNG_COLLECTIONS_PER_MIDDLE`); cycles that outlive them wait for the next idle
+    moment. For the gateway's own process only: the policy is process-wide.
     """
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTIONS_DEFERRED)
+    young, _, _ = gc.get_threshold()
+    gc.set_threshold(young, YOUNG_COLLECTIONS_PER_MIDDLE, FULL_COLLECTIONS_DEFERRED)
 
 
 def release_memory() -> None:

@@ -343,13 +343,15 @@ def test_how_it_died() -> None:
 def test_the_gateway_process_defers_full_collections_to_idle_moments(
     start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
 ) -> None:
-    """The child's own GC policy: young collections as usual, full ones only between steps
-    (a full collection over a thousand sessions' objects stalled every call for 100+ ms)."""
-    from agentcore_slime.gateway.memory import FULL_COLLECTIONS_DEFERRED
+    """The child's own GC policy: young collections as usual, middle ones more often (shorter
+    pauses), full ones only between steps (a full collection over a thousand sessions'
+    objects stalled every call for 100+ ms)."""
+    from agentcore_slime.gateway.memory import FULL_COLLECTIONS_DEFERRED, YOUNG_COLLECTIONS_PER_MIDDLE
 
     fake, _ = engine
     gateway = start(fake.url)
     stats = httpx.get(f"{gateway.url}/admin/stats", timeout=10).json()
     assert stats["gc_thresholds"][2] == FULL_COLLECTIONS_DEFERRED
     assert stats["gc_thresholds"][0] == gc.get_threshold()[0]  # young ones unchanged
+    assert stats["gc_thresholds"][1] == YOUNG_COLLECTIONS_PER_MIDDLE < gc.get_threshold()[1]
     assert gc.get_threshold()[2] != FULL_COLLECTIONS_DEFERRED  # the parent's policy is its own
