@@ -89,6 +89,7 @@ def _relay_main(engine_port: int, prompt_ids: int, ready: Any) -> None:
                 option=orjson.OPT_SERIALIZE_NUMPY,
             )
             async with client.post(url, data=body, headers=headers) as resp:
+                assert resp.status == 200, resp.status
                 orjson.loads(await resp.read())
             return web.Response(body=b'{"choices": []}', content_type="application/json")
 
@@ -114,6 +115,8 @@ async def _load(port: int, sessions: int, calls: int, request_bytes: int) -> Non
             for _ in range(calls):
                 async with http.post(f"http://127.0.0.1:{port}/chat", data=body) as resp:
                     await resp.read()
+                    if resp.status != 200:  # a failed call must not count as a relayed one
+                        raise RuntimeError(f"the relay answered HTTP {resp.status}")
 
         await asyncio.gather(*(session() for _ in range(sessions)))
 

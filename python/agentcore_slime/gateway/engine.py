@@ -232,7 +232,13 @@ def generate_body(rid: str, input_ids: list[int] | array[int], sampling_params: 
     try:
         return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError:  # orjson.JSONEncodeError
-        return dump_json({**body, "input_ids": list(input_ids)})
+        pass
+    # outside the except clause: no later exception may chain a frame that holds the view
+    # (an array exporting its buffer cannot be resized)
+    del body, ids
+    return dump_json(
+        {"rid": rid, "input_ids": list(input_ids), "return_logprob": True, "sampling_params": sampling_params}
+    )
 
 
 def _load_answer(raw: bytes) -> Any:

@@ -482,6 +482,7 @@ class MemoTokenizer:
     times per parse), ``convert_tokens_to_ids`` of one token, and the special-token
     attributes, each a transformers Python round trip of 10-30 us. The answers are the
     tokenizer's own (it is never changed after loading); everything else goes to it as is.
+    Made for the parsing renderer (:func:`parsing_view`); rendering uses the tokenizer itself.
     """
 
     def __init__(self, tokenizer: Any) -> None:
@@ -503,6 +504,12 @@ class MemoTokenizer:
         if isinstance(tokens, str):
             return self._token_id(tokens)
         return self._tokenizer.convert_tokens_to_ids(tokens)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tokenizer(*args, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self._tokenizer)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tokenizer, name)

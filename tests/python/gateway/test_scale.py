@@ -70,9 +70,11 @@ def test_load_json_returns_what_the_standard_parser_returns(value: Any) -> None:
 def test_a_generate_body_says_what_the_standard_encoder_says(ids: list[int], params: dict[str, Any]) -> None:
     """The ids go out from their buffer; the body reads back as the same JSON either way, params
     orjson refuses (lone surrogates, huge integers) included."""
-    expected = {"rid": "r", "input_ids": ids, "return_logprob": True, "sampling_params": params}
-    for held in (array("i", ids), ids):
-        assert json.loads(generate_body("r", held, params)) == expected
+    refused = {**params, "stop": ["\ud800 lone"], "huge": 2**70}  # orjson refuses both
+    for sampling in (params, refused):
+        expected = {"rid": "r", "input_ids": ids, "return_logprob": True, "sampling_params": sampling}
+        for held in (array("i", ids), ids):
+            assert _typed(json.loads(generate_body("r", held, sampling))) == _typed(expected)
 
 
 def test_load_json_keeps_long_integers_exact_and_refuses_what_it_refused() -> None:
