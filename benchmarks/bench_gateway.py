@@ -381,7 +381,7 @@ def _measure(
     direct: list[float] = []
     cpu = {"gateway": 0.0, "engine": 0.0, "client": 0.0}
     added: list[tuple[float, float]] = []
-    pauses: list[dict[str, Any]] = []
+    per_pass: list[dict[str, Any]] = []  # /admin/stats after each pass (GC; memory after the first)
     rss = {"before": rss_bytes(gw.pid)}
     for repeat in range(args.repeats):
         bases = gw.create_sessions(f"s{n}r{repeat}", n)
@@ -391,7 +391,7 @@ def _measure(
         )
         for process, seconds in spent.items():
             cpu[process] += seconds
-        pauses.append(gw.stats(deep=repeat == 0))  # memory: the first pass's (the deep walk is slow)
+        per_pass.append(gw.stats(deep=repeat == 0))  # memory: the first pass's (the deep walk is slow)
         if repeat == 0:
             rss["held"] = rss_bytes(gw.pid)
             prompt_ids = gw.trace_prompt(f"s{n}r0-1", args.calls // 2)
@@ -425,21 +425,21 @@ def _measure(
     emit("gateway_cpu_per_first_turn", first_cpu * 1e3, "ms", **tag)
     later_cpu = cpu["gateway"] - n * args.repeats * first_cpu
     emit("gateway_cpu_per_later_turn", later_cpu / max(1, later) * 1e3, "ms", **tag)
-    worst = max(pauses, key=lambda p: p["gc_max_pause_cpu_ms"])
+    worst = max(per_pass, key=lambda p: p["gc_max_pause_cpu_ms"])
     emit(
         "gateway_max_gc_pause",
         worst["gc_max_pause_cpu_ms"],
         "ms CPU",
-        collections=sum(p["gc_collections"] for p in pauses),
+        collections=sum(p["gc_collections"] for p in per_pass),
         generation=worst["gc_max_pause_generation"],
         freed=worst["gc_max_pause_collected"],
         tracked_after=worst["gc_tracked_objects"],
         **tag,
     )
-    emit("gateway_max_gc_pause_wall", max(p["gc_max_pause_wall_ms"] for p in pauses), "ms", **tag)
-    held = pauses[0]["held_tokens"]
+    emit("gateway_max_gc_pause_wall", max(p["gc_max_pause_wall_ms"] for p in per_pass), "ms", **tag)
+    held = per_pass[0]["held_tokens"]
     emit("held_tokens", held, "tokens", **tag)
-    emit("bytes_per_held_token", pauses[0]["session_bytes"] / max(1, held), "bytes", **tag)
+    emit("bytes_per_held_token", per_pass[0]["session_bytes"] / max(1, held), "bytes", **tag)
     emit("rss_growth_per_held_token", (rss["held"] - rss["before"]) / max(1, held), "bytes", **tag)
     emit("gateway_rss_before", rss["before"] / 2**20, "MiB", **tag)
     emit("gateway_rss_held", rss["held"] / 2**20, "MiB", **tag)

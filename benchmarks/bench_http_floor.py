@@ -7,8 +7,8 @@ Usage:
 Three processes, as in ``bench_gateway.py``: an engine stand-in (an aiohttp server that reads
 a ``/generate`` body, waits ``--engine-delay`` s and answers with ``--reply-ids`` ids and
 their logprobs), a relay (an aiohttp server that reads a chat body of ``--request-bytes``,
-sends a ``/generate`` body of ``--prompt-ids`` ids, written by orjson from a numpy array as
-the gateway writes them, through one aiohttp client session, reads the answer with orjson
+sends a ``/generate`` body of ``--prompt-ids`` ids, written by the gateway's own
+``generate_body``, through one aiohttp client session, reads the answer with orjson
 and replies with a small JSON body), and a load client of ``--sessions`` concurrent sessions
 of ``--calls`` sequential calls. No rendering, no tokenizing, no parsing of the reply: the
 relay's CPU per call is what the gateway's HTTP path costs before it does any work of its
@@ -26,13 +26,28 @@ import json
 import multiprocessing as mp
 import os
 import sys
+from array import array
+from pathlib import Path
 from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "python")]
 
 
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _serve(app: Any, ready: Any) -> None:
+    """Serve ``app`` on a free loopback port, report the port on ``ready``, serve forever."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    ready.put(runner.addresses[0][1])
+    await asyncio.Event().wait()
 
 
 def _engine_main(delay: float, reply_ids: int, ready: Any) -> None:
@@ -56,53 +71,35 @@ def _engine_main(delay: float, reply_ids: int, ready: Any) -> None:
         await asyncio.sleep(delay)
         return web.Response(body=answer, content_type="application/json")
 
-    async def main() -> None:
-        app = web.Application(client_max_size=2**26)
-        app.router.add_post("/generate", generate)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        ready.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
+    app = web.Application(client_max_size=2**26)
+    app.router.add_post("/generate", generate)
+    asyncio.run(_serve(app, ready))
 
 
 def _relay_main(engine_port: int, prompt_ids: int, ready: Any) -> None:
     import aiohttp
-    import numpy as np
     import orjson
+    from agentcore_slime.gateway.engine import generate_body
     from aiohttp import web
 
-    ids = np.arange(prompt_ids, dtype=np.int32)
+    ids = array("i", range(prompt_ids))
     url = f"http://127.0.0.1:{engine_port}/generate"
     headers = {"Content-Type": "application/json"}
+    client: aiohttp.ClientSession | None = None
 
-    async def main() -> None:
-        client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    async def chat(request: web.Request) -> web.Response:
+        nonlocal client
+        if client is None:  # made on the serving loop
+            client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        orjson.loads(await request.read())
+        async with client.post(url, data=generate_body("r", ids, {}), headers=headers) as resp:
+            assert resp.status == 200, resp.status
+            orjson.loads(await resp.read())
+        return web.Response(body=b'{"choices": []}', content_type="application/json")
 
-        async def chat(request: web.Request) -> web.Response:
-            orjson.loads(await request.read())
-            body = orjson.dumps(
-                {"rid": "r", "input_ids": ids, "return_logprob": True, "sampling_params": {}},
-                option=orjson.OPT_SERIALIZE_NUMPY,
-            )
-            async with client.post(url, data=body, headers=headers) as resp:
-                assert resp.status == 200, resp.status
-                orjson.loads(await resp.read())
-            return web.Response(body=b'{"choices": []}', content_type="application/json")
-
-        app = web.Application(client_max_size=2**26)
-        app.router.add_post("/chat", chat)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        ready.put(runner.addresses[0][1])
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
+    app = web.Application(client_max_size=2**26)
+    app.router.add_post("/chat", chat)
+    asyncio.run(_serve(app, ready))
 
 
 async def _load(port: int, sessions: int, calls: int, request_bytes: int) -> None:
