@@ -118,3 +118,28 @@ assert_calls() {
 refute_calls() {
   [[ ! -s $CALL_LOG ]] || flunk "expected no calls, got:" "$(cat "$CALL_LOG")"
 }
+
+# with_other_user: create a throwaway second local user (a real uid; needs root, as CI has)
+# in OTHER_USER, removed by remove_other_user (call it from teardown). Fails under CI=true when
+# the user cannot be made; skips otherwise.
+with_other_user() {
+  if ((EUID != 0)) || ! command -v useradd >/dev/null; then
+    [[ -z ${CI:-} ]] || flunk "cannot create a second local user (CI runs as root)"
+    skip "needs root to create a second local user"
+  fi
+  OTHER_USER=acs$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
+  useradd --create-home --shell /bin/bash "$OTHER_USER" || flunk "useradd $OTHER_USER failed"
+  export OTHER_USER
+}
+
+# as_other_user COMMAND...: run COMMAND as OTHER_USER (setpriv: no PAM, groups cleared).
+as_other_user() {
+  setpriv --reuid="$OTHER_USER" --regid="$(id -g "$OTHER_USER")" --clear-groups -- \
+    env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$OTHER_USER" | cut -d: -f6)" "$@"
+}
+
+remove_other_user() {
+  [[ -n ${OTHER_USER:-} ]] || return 0
+  pkill -KILL -u "$OTHER_USER" 2>/dev/null || true
+  userdel --remove "$OTHER_USER" 2>/dev/null || true
+}

@@ -7,8 +7,20 @@ own conftest.py. Nothing here may reach the internet or a model hub.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+
+import pytest
+from other_user import OtherUser
+from other_user import other_user as make_other_user
 
 # Never let transformers / huggingface_hub try the network: tests build what they need.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+@pytest.fixture
+def other_user() -> Iterator[OtherUser]:
+    """A second local user (a real uid, made for the test and removed after it): see other_user.py."""
+    with make_other_user() as user:
+        yield user
