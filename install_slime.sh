@@ -5,7 +5,8 @@
 #
 #   cu13 | cu12       CUDA variant (default cu13): PyTorch cu130 / cu129 wheels and CUDA 13.0 / 12.9
 #   --prefix DIR      clone slime/ and Megatron-LM/ under DIR and keep install_slime.log and the
-#                     resume state (.install_slime/) there (default: the current directory). When no
+#                     resume state (.install_slime/) there (default: the current directory; never
+#                     inside a git checkout, such as this toolkit's: choose e.g. ~/slime-src). When no
 #                     virtualenv or conda env is active, a virtualenv is created at DIR/venv
 #   --dry-run         print the numbered plan (every command) and check the preconditions; change nothing
 #   -h, --help        print this help
@@ -190,6 +191,19 @@ set_paths() {
   repo=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}" 2>/dev/null || echo "${BASH_SOURCE[0]}")")" && pwd)
   PROJECT_DIR="$repo/python"
   [[ -f $PROJECT_DIR/pyproject.toml ]] || die 1 "no $PROJECT_DIR/pyproject.toml (run $ME.sh from a checkout of this project)"
+  refuse_prefix_in_checkout
+}
+
+# The clones, the log and the resume state never land inside a git checkout (this toolkit's or
+# any other): they would show up as untracked files there, or be committed by accident.
+refuse_prefix_in_checkout() {
+  local dir=$PREFIX
+  while :; do
+    [[ ! -e $dir/.git ]] ||
+      die 2 "--prefix $PREFIX is inside the git checkout $dir (the slime and Megatron-LM clones would land in it): pass --prefix DIR outside it, e.g. --prefix ~/slime-src"
+    [[ $dir != / ]] || return 0
+    dir=$(dirname "$dir")
+  done
 }
 
 # ---------------------------------------------------------------- installer front ends ------------

@@ -273,3 +273,17 @@ EOF
   # torch_memory_saver was built against the cu130 torch, as TMS_CUDA_MAJOR says
   grep -q '^\$ TMS_CUDA_MAJOR=13 uv pip install' "$PREFIX/install_slime.log" || flunk "$(grep TMS "$PREFIX/install_slime.log")"
 }
+
+@test "refuses a prefix inside a git checkout (the toolkit's own, by default from its root) before anything changes" {
+  mkdir -p "$BATS_TEST_TMPDIR/project/.git" "$BATS_TEST_TMPDIR/project/src"
+  local before
+  before=$(tree_state)
+  cd "$REPO_ROOT"
+  run -2 --separate-stderr "$INSTALLER" --dry-run
+  [[ $stderr == *"--prefix $REPO_ROOT is inside the git checkout $REPO_ROOT"*"--prefix ~/slime-src"* ]] || flunk "$stderr"
+  cd "$BATS_TEST_TMPDIR/project/src"
+  run -2 --separate-stderr "$INSTALLER" --prefix deps/slime
+  [[ $stderr == *"--prefix $BATS_TEST_TMPDIR/project/src/deps/slime is inside the git checkout $BATS_TEST_TMPDIR/project "* ]] || flunk "$stderr"
+  [[ $(tree_state) == "$before" ]] || flunk "changed files:" "$(diff <(echo "$before") <(tree_state))"
+  [[ -z $(changes) ]] || flunk "ran: $(changes)"
+}
