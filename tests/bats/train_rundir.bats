@@ -92,8 +92,8 @@ assert_precious_untouched() {
   cp "$JOB_ARGV" "$WORK/first.argv"
   cp "$JOB_ENV_JSON" "$WORK/first.env.json"
   cp "$RUN_DIR/env" "$WORK/first.env"
-  grep -v '^# Rendered from' "$RUN_DIR/toolkit.yaml" >"$WORK/first.toolkit.yaml"
-  sed '/^# Rendered from/,/^# (env file/d' "$RUN_DIR/train.sh" >"$WORK/first.train.sh"
+  cp "$RUN_DIR/toolkit.yaml" "$WORK/first.toolkit.yaml"
+  cp "$RUN_DIR/train.sh" "$WORK/first.train.sh"
   [[ $(flag_value --crlf) == $'l1\r\nl2' && $(flag_value --title) == "\${EXP_ID}" ]] || flunk "first run: $(job_argv)"
 
   : >"$CALL_LOG"
@@ -102,8 +102,8 @@ assert_precious_untouched() {
   cmp "$WORK/first.argv" "$JOB_ARGV" || flunk "train.py argv differs: $(job_argv)"
   cmp "$WORK/first.env.json" "$JOB_ENV_JSON"
   cmp "$WORK/first.env" "$RUN_DIR/env"
-  grep -v '^# Rendered from' "$RUN_DIR/toolkit.yaml" | cmp "$WORK/first.toolkit.yaml" -
-  sed '/^# Rendered from/,/^# (env file/d' "$RUN_DIR/train.sh" | cmp "$WORK/first.train.sh" -
+  cmp "$WORK/first.toolkit.yaml" "$RUN_DIR/toolkit.yaml"
+  cmp "$WORK/first.train.sh" "$RUN_DIR/train.sh"
   run python3 -c 'import sys, yaml; print(repr(yaml.safe_load(open(sys.argv[1]))["model_id"]))' "$RUN_DIR/toolkit.yaml"
   assert_output "$(python3 -c 'import sys; print(repr(sys.argv[1]))' "$model_id")"
 }

@@ -44,16 +44,34 @@ class OtherUser:
     ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` as this user (setpriv: no PAM, no login shell, supplementary groups
         cleared), with a small environment of its own plus ``env``."""
-        base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "USER": self.name, "LANG": "C.UTF-8"}
+        base = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": self.home,
+            "USER": self.name,
+            "LANG": "C.UTF-8",
+        }
         base.update(env or {})
         command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--", *argv]
         return subprocess.run(
-            command, env=base, cwd=cwd or self.home, capture_output=True, text=True, timeout=timeout, input=input
+            command,
+            env=base,
+            cwd=cwd or self.home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
         )
 
-    def popen(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, **kwargs: object) -> subprocess.Popen[bytes]:
+    def popen(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, **kwargs: object
+    ) -> subprocess.Popen[bytes]:
         """Start ``argv`` as this user in the background (the caller stops it)."""
-        base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": self.home, "USER": self.name, "LANG": "C.UTF-8"}
+        base = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": self.home,
+            "USER": self.name,
+            "LANG": "C.UTF-8",
+        }
         base.update(env or {})
         command = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--", *argv]
         return subprocess.Popen(command, env=base, **kwargs)  # type: ignore[call-overload, no-any-return]
@@ -73,7 +91,9 @@ def other_user() -> Iterator[OtherUser]:
     if shutil.which("useradd") is None or shutil.which("setpriv") is None:
         _cannot("useradd or setpriv missing")
     name = "acs" + secrets.token_hex(4)
-    made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], capture_output=True, text=True)
+    made = subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/bash", name], capture_output=True, text=True
+    )
     if made.returncode != 0:
         _cannot(f"useradd failed: {made.stderr.strip()}")
     try:

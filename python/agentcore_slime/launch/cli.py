@@ -19,6 +19,18 @@ from typing import NoReturn
 from .envfile import read_env_file
 from .errors import ConfigError, raise_all
 from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
+from .reproduce import (
+    INVOCATION,
+    MANIFEST,
+    Invocation,
+    build_manifest,
+    manifest_changes,
+    manifest_json,
+    read_invocation,
+    read_manifest,
+    repeat_command,
+    run_dir_of,
+)
 from .rundir import write_run_dir
 from .validate import (
     Config,
@@ -48,7 +60,7 @@ def _parser() -> _Parser:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true")
     mode.add_argument("--render-only", action="store_true")
-    parser.add_argument("--variant", default="sync")
+    parser.add_argument("--variant", default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--skip-doctor", action="store_true")
     parser.add_argument("env_file")
@@ -89,49 +101,102 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str]) -> int:
-    own, slime_flags = split_argv(argv)
+    own, given_flags = split_argv(argv)
     args = _parser().parse_args(own)
-    if args.variant in REPLACED:
-        raise ConfigError(f"--variant {args.variant} was removed", REPLACED[args.variant])
-    if args.variant not in VARIANTS:
-        raise ConfigError(f"unknown --variant {args.variant!r}", f"use one of: {', '.join(VARIANTS)}")
+    env_file = Path(args.env_file)
+    recorded_dir = run_dir_of(env_file)
+    recorded = read_invocation(recorded_dir) if recorded_dir else None
+    if recorded_dir is not None:
+        env_file = recorded_dir / "env"
+    invocation = _invocation(argv, args, given_flags, env_file, recorded)
+    if invocation.variant in REPLACED:
+        raise ConfigError(f"--variant {invocation.variant} was removed", REPLACED[invocation.variant])
+    if invocation.variant not in VARIANTS:
+        raise ConfigError(f"unknown --variant {invocation.variant!r}", f"use one of: {', '.join(VARIANTS)}")
+    slime_flags = invocation.slime_flags
     repo = Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
     runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
-    env_file = Path(args.env_file)
-    variant = VARIANTS[args.variant]
+    variant = VARIANTS[invocation.variant]
     real_run = not (args.dry_run or args.render_only)
     config = _validate(env_file, args.overrides, runs_dir, variant, slime_flags, real_run)
     if real_run:
         _check_tools()
         from ..doctor import gate  # imported here: --dry-run and --render-only never need it
 
-        if not args.skip_doctor and not gate(config, repo, env_file, slime_flags, args.variant, PROG):
+        if not args.skip_doctor and not gate(config, repo, env_file, slime_flags, invocation.variant, PROG):
             return 1
     run_dir = runs_dir / str(config["EXP_ID"])
     for warning in node_local_paths(config, repo, run_dir):
         say(f"warning: {warning}")
-    # one line even when an argument holds a newline: it goes into comments of the rendered files
-    command = " ".join(shell_quote(word) for word in [PROG, *argv])
-    paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
-    rendered = render(config, paths, args.variant, slime_flags, repo / "templates")
+    paths = RunPaths(repo=repo, run_dir=run_dir, env_file=invocation.env_file, command=invocation.command)
+    rendered = render(config, paths, invocation.variant, slime_flags, repo / "templates")
+    manifest = build_manifest(config, repo, rendered.slime_argv)
+    _compare_with_recorded(run_dir, manifest, rendered, variant.script, recorded is not None)
     if "join.sh" in rendered.files:
         say(f"NUM_NODES={config['NUM_NODES']}: each worker runs {run_dir / 'join.sh'} HEAD_IP:PORT "
             "(the head prints the exact command and waits for the workers' GPUs)")
     if args.dry_run:
         # nothing is written: the command line is what a real run would execute
-        render_only = shlex.join([PROG, "--render-only", str(env_file)])
+        render_only = repeat_command(PROG, own, given_flags, "--dry-run", "--render-only")
         say(f"dry run: nothing written; to read the whole script: {render_only}")
         print(_command_line(rendered))
         return 0
     script = run_dir / variant.script
     log = script.with_suffix(".log")
-    write_run_dir(run_dir, rendered.files, also_checked=[log.name])
+    files = {**rendered.files, INVOCATION: invocation.to_json(), MANIFEST: manifest_json(manifest)}
+    write_run_dir(run_dir, files, also_checked=[log.name])
     if args.render_only:
         say(f"rendered {run_dir}; run it with:")
         print(shlex.join(["bash", str(script)]))
         return 0
     say(f"running {script} (log: {log})")
     return run_script(script)
+
+
+def _invocation(
+    argv: list[str],
+    args: argparse.Namespace,
+    given_flags: list[str],
+    env_file: Path,
+    recorded: Invocation | None,
+) -> Invocation:
+    """What this call renders: as the user gave it, or, for a run's own record
+    (``bin/train runs/<EXP_ID>/env``), the recorded variant and flags after ``--`` unless given
+    anew, and the recorded header lines when nothing was changed (so the script is the same)."""
+    # one line even when an argument holds a newline: it goes into comments of the rendered files
+    command = " ".join(shell_quote(word) for word in [PROG, *argv])
+    if recorded is None:
+        return Invocation(args.variant or "sync", given_flags, command, str(env_file))
+    variant = args.variant or recorded.variant
+    flags = given_flags if "--" in argv else recorded.slime_flags
+    if variant == recorded.variant and flags == recorded.slime_flags and not args.overrides:
+        say(f"re-rendering the recorded run: {recorded.command}")
+        return recorded
+    say(f"re-rendering from {env_file} with changes to the recorded run ({recorded.command})")
+    return Invocation(variant, flags, command, str(env_file))
+
+
+def _compare_with_recorded(
+    run_dir: Path, manifest: dict[str, object], rendered: Rendered, script: str, again: bool
+) -> None:
+    """Name what changed since the run directory was last rendered (commits, data and model
+    hashes, seeds, agent) and, for a re-render of a recorded run, whether its script differs."""
+    before = read_manifest(run_dir)
+    if before is None:
+        return
+    changes = manifest_changes(before, manifest)
+    for change in changes:
+        say(f"warning: changed since {run_dir} was rendered: {change}")
+    if not again:
+        return
+    try:
+        previous = (run_dir / script).read_text(encoding="utf-8")
+    except OSError:
+        return
+    if previous != rendered.files[script]:
+        toolkit_moved = any(change.startswith("toolkit_commit") for change in changes)
+        why = "the toolkit's commit changed" if toolkit_moved else "see above"
+        say(f"warning: {script} differs from the one recorded in {run_dir} ({why})")
 
 
 def run_script(script: Path) -> int:

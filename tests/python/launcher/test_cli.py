@@ -36,7 +36,9 @@ def test_render_only_writes_the_run_dir_and_prints_how_to_run(env_file: Path, tm
     run_dir = tmp_path / "runs" / "cli-exp"
     assert out == f"bash {run_dir / 'train.sh'}\n"
     assert "warning: MODEL_DIR: /m/config.json does not exist" in err
-    assert sorted(p.name for p in run_dir.iterdir()) == [".rendered.json", "env", "toolkit.yaml", "train.sh"]
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        ".rendered.json", "env", "invocation.json", "manifest.json", "toolkit.yaml", "train.sh"
+    ]
     assert (run_dir / "train.sh").stat().st_mode & 0o111
 
 
@@ -53,7 +55,9 @@ def test_dry_run_prints_the_command_and_writes_nothing(
     # the command a real run executes: its toolkit.yaml is the run directory's
     assert f" --custom-config-path {tmp_path}/runs/cli-exp/toolkit.yaml " in command
     assert command.endswith("${WANDB_ARGS[@]} ${RESUME_ARGS[@]} ${TRAIN_ENV_ARGS[@]} '--my flag'")
-    assert f"bin/train --render-only {env_file}" in err
+    # the hint repeats the whole invocation, --set and the flags after -- included
+    hint = f"bin/train --render-only --set NUM_ROLLOUT=5 {env_file} -- '--my flag'"
+    assert f"to read the whole script: {hint}\n" in err
     assert not (tmp_path / "runs").exists()
     assert list((tmp_path / "tmp").iterdir()) == []
 

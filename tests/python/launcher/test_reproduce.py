@@ -1,0 +1,173 @@
+"""A run re-renders byte for byte from its run directory (bin/train runs/<EXP_ID>/env, or the
+run directory itself), for every variant, with --set values and flags after ``--``; what else
+decides a run (data, model, commits) is recorded, and a re-render names what changed.
+
+bin/train runs as a user runs it: a subprocess, --render-only (no GPU, no slime here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _env(tmp_path: Path, **extra: str) -> Path:
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text('{"model_type": "qwen2"}')
+    (model / "tokenizer.json").write_text("{}")
+    data = tmp_path / "train.jsonl"
+    if not data.exists():
+        data.write_text('{"prompt": "1+1", "metadata": {"answer": "2"}}\n')
+    lines = {
+        "EXP_ID": "again",
+        "S3_BUCKET": "my-bucket",
+        "AGENT_URL": "http://127.0.0.1:8080",
+        "MODEL_DIR": str(model),
+        "DATA_PATH": str(data),
+        "MODEL_TYPE": "qwen2.5-3B",
+        **extra,
+    }
+    path = tmp_path / "exp.env"
+    path.write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
+    return path
+
+
+def _train(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TOOLKIT_RUNS_DIR": str(tmp_path / "runs")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+    return subprocess.run(
+        [str(REPO / "bin/train"), *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+
+
+def _files(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("variant", "extra", "scripts"),
+    [
+        ("sync", {}, ["train.sh"]),
+        ("async", {}, ["train_async.sh"]),
+        ("sync", {"NUM_NODES": "2"}, ["train.sh", "join.sh"]),
+    ],
+    ids=["sync", "async", "two-nodes"],
+)
+@pytest.mark.parametrize("again", ["env", "dir"])
+def test_the_run_directory_re_renders_byte_for_byte(
+    tmp_path: Path, variant: str, extra: dict[str, str], scripts: list[str], again: str
+) -> None:
+    env_file = _env(tmp_path, **extra)
+    first = _train(
+        tmp_path,
+        "--render-only",
+        "--variant",
+        variant,
+        "--set",
+        "NUM_ROLLOUT=7",
+        "--set",
+        "ROLLOUT_TEMPERATURE=0.7",
+        str(env_file),
+        "--",
+        "--rollout-top-k",
+        "20",
+        "--seed",
+        "7",
+    )
+    assert first.returncode == 0, first.stderr
+    run_dir = tmp_path / "runs" / "again"
+    before = _files(run_dir)
+    assert set(scripts) <= before.keys()
+    recorded = json.loads(before["invocation.json"])
+    assert recorded["variant"] == variant and recorded["slime_flags"] == [
+        "--rollout-top-k",
+        "20",
+        "--seed",
+        "7",
+    ]
+
+    target = run_dir / "env" if again == "env" else run_dir
+    second = _train(tmp_path, "--render-only", str(target))
+    assert second.returncode == 0, second.stderr
+    assert "re-rendering the recorded run" in second.stderr
+    assert "warning: changed since" not in second.stderr, second.stderr
+    after = _files(run_dir)
+    assert after == before  # every file, scripts included, byte for byte; no edited copies
+    assert f"bash {run_dir / scripts[0]}" in second.stdout
+    manifest = json.loads(after["manifest.json"])
+    assert manifest["seeds"]["--seed"] == "7" and manifest["seeds"]["--rollout-seed"].startswith("42")
+
+
+def test_the_manifest_records_what_else_decides_the_run(tmp_path: Path) -> None:
+    env_file = _env(tmp_path)
+    assert _train(tmp_path, "--render-only", str(env_file)).returncode == 0
+    manifest = json.loads((tmp_path / "runs/again/manifest.json").read_text())
+    import hashlib
+
+    data = (tmp_path / "train.jsonl").read_bytes()
+    assert manifest["data_sha256"] == {"DATA_PATH": hashlib.sha256(data).hexdigest()}
+    assert set(manifest["model_sha256"]) == {"config.json", "tokenizer.json"}
+    assert manifest["agent"] == "http://127.0.0.1:8080"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert manifest["toolkit_commit"].startswith(head.stdout.strip())
+    assert manifest["slime_commit"] is None  # /root/slime is not here
+
+
+def test_a_re_render_names_what_changed(tmp_path: Path) -> None:
+    env_file = _env(tmp_path)
+    assert _train(tmp_path, "--render-only", str(env_file)).returncode == 0
+    run_dir = tmp_path / "runs/again"
+    # the data changed since, and (as if the toolkit had moved on) the recorded commit differs
+    (tmp_path / "train.jsonl").write_text('{"prompt": "2+2", "metadata": {"answer": "4"}}\n')
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["toolkit_commit"] = "0" * 40
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    (run_dir / "train.sh").write_text((run_dir / "train.sh").read_text() + "# the toolkit of then\n")
+    again = _train(tmp_path, "--render-only", str(run_dir / "env"))
+    assert again.returncode == 0, again.stderr
+    assert "warning: changed since" in again.stderr and "data_sha256.DATA_PATH: " in again.stderr
+    assert "toolkit_commit: 000000000000 -> " in again.stderr
+    assert "warning: train.sh differs from the one recorded in" in again.stderr
+    assert "the toolkit's commit changed" in again.stderr
+
+
+def test_changing_a_recorded_run_says_so_and_renders_the_change(tmp_path: Path) -> None:
+    env_file = _env(tmp_path)
+    assert (
+        _train(tmp_path, "--render-only", "--variant", "async", str(env_file), "--", "--x", "1").returncode
+        == 0
+    )
+    run_dir = tmp_path / "runs/again"
+    changed = _train(tmp_path, "--render-only", "--variant", "sync", str(run_dir / "env"), "--")
+    assert changed.returncode == 0, changed.stderr
+    assert "with changes to the recorded run" in changed.stderr
+    recorded = json.loads((run_dir / "invocation.json").read_text())
+    assert recorded["variant"] == "sync" and recorded["slime_flags"] == []
+    assert "--x" not in (run_dir / "train.sh").read_text().split("EXTRA_ARGS=(", 1)[1].split(")", 1)[0]
+
+
+def test_dry_run_hint_repeats_the_whole_invocation(tmp_path: Path) -> None:
+    env_file = _env(tmp_path)
+    out = _train(
+        tmp_path,
+        "--dry-run",
+        "--variant",
+        "async",
+        "--set",
+        "NUM_ROLLOUT=10",
+        str(env_file),
+        "--",
+        "--rollout-top-k",
+        "20",
+    )
+    assert out.returncode == 0, out.stderr
+    hint = f"bin/train --render-only --variant async --set NUM_ROLLOUT=10 {env_file} -- --rollout-top-k 20"
+    assert f"to read the whole script: {hint}\n" in out.stderr
+    assert not (tmp_path / "runs").exists()
