@@ -425,7 +425,7 @@ esac'
   run -2 --separate-stderr "$TRAIN" --variant turbo "$WORK/exp.env"
   [[ $stderr == "bin/train: unknown --variant 'turbo' (use one of: sync, async)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --frobnicate "$WORK/exp.env"
-  [[ $stderr == "bin/train: unrecognized arguments: --frobnicate (see bin/train --help)" ]] || flunk "$stderr"
+  [[ $stderr == "bin/train: unrecognized arguments: --frobnicate (flags for slime go after \`--\`: bin/train $WORK/exp.env -- --frobnicate; bin/train's own options: bin/train --help)" ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" --dry-run --render-only "$WORK/exp.env"
   [[ $stderr == "bin/train: argument --render-only: not allowed with argument --dry-run"* ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" "$WORK/missing.env"

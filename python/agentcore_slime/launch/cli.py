@@ -9,6 +9,7 @@ Progress goes to stderr as ``bin/train: ...``; stdout carries only paths and com
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import shlex
 import shutil
@@ -102,7 +103,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str]) -> int:
     own, given_flags = split_argv(argv)
-    args = _parser().parse_args(own)
+    args, unknown = _parser().parse_known_args(own)
+    if unknown:
+        _refuse_misspelled_option(unknown)
+        moved = [word for word in own if word not in unknown]
+        fixed = shlex.join([PROG, *moved, "--", *unknown, *given_flags])
+        raise ConfigError(
+            f"unrecognized arguments: {shlex.join(unknown)}",
+            f"flags for slime go after `--`: {fixed}; bin/train's own options: {PROG} --help",
+        )
     env_file = Path(args.env_file)
     recorded_dir = run_dir_of(env_file)
     recorded = read_invocation(recorded_dir) if recorded_dir else None
@@ -151,6 +160,17 @@ def _run(argv: list[str]) -> int:
         return 0
     say(f"running {script} (log: {log})")
     return run_script(script)
+
+
+#: bin/train's own options, for "did you mean" (a near miss is a typo, not a slime flag)
+OWN_OPTIONS = ("--dry-run", "--render-only", "--variant", "--set", "--skip-doctor", "--help")
+
+
+def _refuse_misspelled_option(unknown: list[str]) -> None:
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=", 1)[0], OWN_OPTIONS, n=1, cutoff=0.75)
+        if word.startswith("-") and close:
+            raise ConfigError(f"unknown option {word}", f"did you mean {close[0]}? see {PROG} --help")
 
 
 def _invocation(

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dotenv.parser import parse_stream
+from dotenv.parser import Binding, parse_stream
 from dotenv.variables import Variable, parse_variables
 
 from .errors import ConfigError, raise_all
@@ -60,6 +60,7 @@ def read_env_file(path: Path, problems: list[ConfigError] | None = None) -> dict
         raise ConfigError(f"cannot read env file {path}: {exc}", "pass a readable UTF-8 dotenv file") from exc
     found: list[ConfigError] = []
     bindings = list(parse_stream(io.StringIO(text)))
+    _refuse_if_not_an_env_file(path, bindings)
     entries: dict[str, EnvEntry] = {}
     for binding in bindings:
         line = binding.original.line
@@ -90,11 +91,46 @@ def read_env_file(path: Path, problems: list[ConfigError] | None = None) -> dict
         except ConfigError as exc:
             found.append(exc)
             entries[binding.key] = EnvEntry(None, line, broken=True)
+    found = _cap_parse_errors(path, found)
     if problems is None:
         raise_all(found)
     else:
         problems.extend(found)
     return entries
+
+
+#: more unparsable lines than this are listed as a count after the first ones
+MAX_PARSE_ERRORS_SHOWN = 10
+
+
+def _refuse_if_not_an_env_file(path: Path, bindings: list[Binding]) -> None:
+    """One clear error for a file that is not an env file at all (a README, a YAML config:
+    most of its lines do not parse), instead of one line per line and a list of missing keys.
+
+    :raises ConfigError: at least 3 lines do not parse, and more than parse.
+    """
+    unparsable = [b for b in bindings if b.error]
+    parsed = [b for b in bindings if not b.error and b.key is not None]
+    if len(unparsable) < 3 or len(unparsable) <= len(parsed):
+        return
+    first = unparsable[0]
+    snippet = (first.original.string.strip().splitlines() or [""])[0][:60]
+    raise ConfigError(
+        f"{path} is not an env file: {len(unparsable)} of its {len(unparsable) + len(parsed)} "
+        f"lines are not KEY=VALUE (the first, line {first.original.line}: {snippet!r})",
+        "pass a dotenv file of KEY=VALUE lines, such as examples/gsm8k.env",
+    )
+
+
+def _cap_parse_errors(path: Path, found: list[ConfigError]) -> list[ConfigError]:
+    """At most :data:`MAX_PARSE_ERRORS_SHOWN` "cannot parse" lines, then how many more."""
+    parse_errors = [error for error in found if ": cannot parse " in error.what]
+    if len(parse_errors) <= MAX_PARSE_ERRORS_SHOWN:
+        return found
+    hidden = parse_errors[MAX_PARSE_ERRORS_SHOWN:]
+    kept = [error for error in found if error not in hidden]
+    kept.append(ConfigError(f"{path}: {len(hidden)} more lines cannot be parsed", "write KEY=VALUE lines"))
+    return kept
 
 
 def _interpolate(

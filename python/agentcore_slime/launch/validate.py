@@ -425,8 +425,22 @@ def missing_paths(config: Config) -> list[ConfigError]:
             base = Path(str(config[name]))
         path = base / inside
         if not path.exists():
+            if name == "MODEL_TYPE":
+                what += _closest_model_script(slime / "scripts" / "models", str(config[name]))
             problems.append(ConfigError(f"{name}: {path} does not exist", f"expected {what}"))
     return problems
+
+
+def _closest_model_script(models: Path, model_type: str) -> str:
+    """``: did you mean X?`` for the slime model script nearest to ``model_type`` (a different
+    case counts as nearest), or nothing when there is none or no models directory."""
+    try:
+        names = sorted(p.name.removesuffix(".sh") for p in models.glob("*.sh"))
+    except OSError:
+        return ""
+    same_but_case = [name for name in names if name.lower() == model_type.lower()]
+    close = same_but_case or difflib.get_close_matches(model_type, names, n=1, cutoff=0.6)
+    return f"; did you mean MODEL_TYPE={close[0]}?" if close else ""
 
 
 #: slime flags that EXTRA_FLAGS and the flags after ``--`` must not carry, and why. Each one

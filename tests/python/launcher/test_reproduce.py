@@ -171,3 +171,59 @@ def test_dry_run_hint_repeats_the_whole_invocation(tmp_path: Path) -> None:
     hint = f"bin/train --render-only --variant async --set NUM_ROLLOUT=10 {env_file} -- --rollout-top-k 20"
     assert f"to read the whole script: {hint}\n" in out.stderr
     assert not (tmp_path / "runs").exists()
+
+
+# ---- the rough edges a newcomer hits (issue: the newcomer's findings 5 and 8) ----------------
+
+
+def test_a_file_that_is_not_an_env_file_gets_one_line(tmp_path: Path) -> None:
+    out = _train(tmp_path, "--dry-run", str(REPO / "README.md"))
+    assert out.returncode == 2
+    (line,) = out.stderr.splitlines()
+    assert "README.md is not an env file: " in line and "lines are not KEY=VALUE" in line
+    assert "such as examples/gsm8k.env" in line
+    yaml = tmp_path / "config.yaml"
+    yaml.write_text("name: qwen\ndir: /m\ndata: /d.jsonl\nEXP_ID=x\n")
+    out = _train(tmp_path, "--dry-run", str(yaml))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "config.yaml is not an env file: 3 of its 4 lines" in out.stderr
+
+
+def test_a_few_bad_lines_are_each_named_and_many_are_counted(tmp_path: Path) -> None:
+    env_file = _env(tmp_path)
+    text = env_file.read_text()
+    env_file.write_text(text + "".join(f"bad line {n}\n" for n in range(4)))
+    out = _train(tmp_path, "--dry-run", str(env_file))
+    assert out.returncode == 2 and out.stderr.count("cannot parse") == 4, out.stderr
+    many = "".join(f"KEY_{n}='v'\nbad {n}\n" for n in range(14))
+    env_file.write_text(text + "# a comment\n" * 3 + many)
+    out = _train(tmp_path, "--dry-run", str(env_file))
+    assert out.returncode == 2 and out.stderr.count("cannot parse") == 10, out.stderr
+    assert "4 more lines cannot be parsed" in out.stderr
+
+
+def test_slime_flags_before_the_double_dash_point_to_it(tmp_path: Path) -> None:
+    env_file = _env(tmp_path)
+    out = _train(tmp_path, "--dry-run", str(env_file), "--rollout-top-k", "20")
+    assert out.returncode == 2
+    fixed = f"bin/train --dry-run {env_file} -- --rollout-top-k 20"
+    assert out.stderr == (
+        f"bin/train: unrecognized arguments: --rollout-top-k 20 (flags for slime go after `--`: {fixed}; "
+        "bin/train's own options: bin/train --help)\n"
+    )
+    out = _train(tmp_path, "--dryrun", str(env_file))
+    assert out.returncode == 2 and "did you mean --dry-run?" in out.stderr
+
+
+def test_a_model_type_in_the_wrong_case_gets_did_you_mean(tmp_path: Path) -> None:
+    models = tmp_path / "slime/scripts/models"
+    models.mkdir(parents=True)
+    for name in ("qwen2.5-3B", "qwen3-4B", "glm4-9B"):
+        (models / f"{name}.sh").write_text("MODEL_ARGS=()\n")
+    env_file = _env(tmp_path, SLIME_DIR=str(tmp_path / "slime"), MODEL_TYPE="qwen2.5-3b")
+    out = _train(tmp_path, "--dry-run", str(env_file))
+    assert out.returncode == 0, out.stderr
+    assert (
+        "qwen2.5-3b.sh does not exist (expected a slime model script; did you mean MODEL_TYPE=qwen2.5-3B?)"
+        in (out.stderr)
+    )
