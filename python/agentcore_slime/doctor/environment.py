@@ -137,7 +137,8 @@ def check_checkouts(ctx: Context) -> list[Result]:
                 "set MEGATRON_DIR to the Megatron-LM checkout",
             )
         )
-    results.append(check_slime_commit(ctx, slime))
+    if slime.is_dir():  # a missing checkout is env.slime-dir's failure, not a commit to warn about
+        results.append(check_slime_commit(ctx, slime))
     return results
 
 

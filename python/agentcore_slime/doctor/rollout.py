@@ -7,6 +7,7 @@ ACR_TIMEOUT instead. Agents on ACR run in AWS, so a loopback address can never w
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from pathlib import Path
 
@@ -38,11 +39,7 @@ def check_renderer(ctx: Context) -> Result:
     data, error = ctx.run_job_python(_PROBE, *args)
     if data is None or data.get("error"):
         why = error or str((data or {}).get("error"))
-        return failed(
-            name,
-            f"the gateway cannot build a renderer: {why}",
-            "fix RENDERER_FAMILY / MODEL_DIR, or the parsers",
-        )
+        return failed(name, f"the gateway cannot build a renderer: {why}", _renderer_fix(why))
     found = f"family {data['family']} ({data['reason']})"
     cumulative = bool(ctx.value("CUMULATIVE_TOKEN_MODE"))
     if data.get("bridge"):
@@ -54,6 +51,19 @@ def check_renderer(ctx: Context) -> Result:
             "set RENDERER_FAMILY to a renderers family of this model, or CUMULATIVE_TOKEN_MODE=false",
         )
     return passed(name, f"{found}; no bridge (CUMULATIVE_TOKEN_MODE is off)")
+
+
+def _renderer_fix(why: str) -> str:
+    """The fix for a renderer that cannot be built: a missing package is installed, not fixed
+    in the env file."""
+    missing = re.search(r"No module named '([^']+)'", why)
+    if missing:
+        package = missing.group(1).split(".")[0]
+        return (
+            f"the job's python lacks {package}: install the toolkit's dependencies into it "
+            f"(pip install -e python/, or pip install {package})"
+        )
+    return "fix RENDERER_FAMILY / MODEL_DIR, or the parsers"
 
 
 def port_in_use(port: int) -> bool:

@@ -111,3 +111,11 @@ def test_an_old_job_python_fails(make_context: MakeContext, bin_dir: Path) -> No
     results = by_name(check_job_python(make_context(environ={"TOOLKIT_JOB_PYTHON": str(old)})))
     assert results["env.python"].status is Status.FAIL and "3.9.18" in results["env.python"].found
     assert results["env.imports"].status is Status.PASS
+
+
+def test_a_missing_slime_checkout_fails_once_and_gets_no_commit_warning(
+    make_context: MakeContext, tmp_path: Path
+) -> None:
+    results = by_name(check_checkouts(make_context(SLIME_DIR=str(tmp_path / "no-slime"))))
+    assert results["env.slime-dir"].status is Status.FAIL
+    assert "env.slime-commit" not in results

@@ -7,12 +7,13 @@ Qwen2.5-like tokenizer of tests/python/fakes/toy_tokenizer.py (real transformers
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 from agentcore_slime.doctor.report import Status
 from agentcore_slime.doctor.rollout import check_gateway_address, check_ports, check_renderer
-from doctor_helpers import MakeContext, by_name
+from doctor_helpers import MakeContext, by_name, stub
 from fakes.toy_tokenizer import build_toy_tokenizer
 
 
@@ -85,3 +86,27 @@ def test_ray_ports_come_from_the_settings_when_the_schema_has_them(make_context:
         gcs = by_name(check_ports(ctx))["rollout.port.ray-gcs"]
     assert gcs.status is Status.WARN and f"port {port} (Ray GCS) is in use" in gcs.found
     assert "choose another RAY_PORT" in gcs.fix
+
+
+def test_a_missing_package_is_named_with_its_install_not_an_env_fix(
+    make_context: MakeContext, toy_model: Path, bin_dir: Path
+) -> None:
+    """The job's python runs the real probe with the renderers package made unimportable (as on
+    a python where it was never installed): the fix installs it, it does not edit the env file."""
+    blocker = (
+        "import sys, runpy\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'renderers':\n"
+        "            raise ModuleNotFoundError(f\"No module named '{name}'\", name=name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "sys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    (bin_dir / "blocker.py").write_text(blocker)
+    python = stub(bin_dir, "python-without-renderers", f'exec {sys.executable} {bin_dir / "blocker.py"} "$@"')
+    result = check_renderer(make_context(MODEL_DIR=str(toy_model), environ={"TOOLKIT_JOB_PYTHON": str(python)}))
+    assert result.status is Status.FAIL, result.line()
+    assert "No module named 'renderers'" in result.found
+    assert result.fix.startswith("the job's python lacks renderers: install")
+    assert "RENDERER_FAMILY" not in result.fix
