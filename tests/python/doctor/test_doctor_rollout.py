@@ -105,7 +105,8 @@ def test_a_missing_package_is_named_with_its_install_not_an_env_fix(
     )
     (bin_dir / "blocker.py").write_text(blocker)
     python = stub(bin_dir, "python-without-renderers", f'exec {sys.executable} {bin_dir / "blocker.py"} "$@"')
-    result = check_renderer(make_context(MODEL_DIR=str(toy_model), environ={"TOOLKIT_JOB_PYTHON": str(python)}))
+    ctx = make_context(MODEL_DIR=str(toy_model), environ={"TOOLKIT_JOB_PYTHON": str(python)})
+    result = check_renderer(ctx)
     assert result.status is Status.FAIL, result.line()
     assert "No module named 'renderers'" in result.found
     assert result.fix.startswith("the job's python lacks renderers: install")
