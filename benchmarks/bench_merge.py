@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from agentcore_slime.gateway.trace import CallTrace  # noqa: E402
-from agentcore_slime.traces import merge_traces  # noqa: E402
+from agentcore_slime.rollout.traces import merge_traces  # noqa: E402
 
 
 def episode(turns: int, tokens_per_turn: int, mode: str, seed: int = 0) -> list[CallTrace]:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from agentcore_slime.sampling import SamplingPlan, sample_groups  # noqa: E402
+from agentcore_slime.rollout.sampling import SamplingPlan, sample_groups  # noqa: E402
 
 SIGMA = math.log(10) / 2.326  # lognormal with p99 = 10 x median
 

@@ -7,8 +7,8 @@ checks need only the standard library and the launcher; boto3 is imported by the
 
 from __future__ import annotations
 
+from ..preflight.context import Context
+from ..preflight.report import Result, Status
 from .checks import CHECKS, blocking_checks, gate, run_checks
-from .context import Context
-from .report import Result, Status
 
 __all__ = ["CHECKS", "Context", "Result", "Status", "blocking_checks", "gate", "run_checks"]

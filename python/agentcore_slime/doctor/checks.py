@@ -13,16 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..launch.validate import Config
+from ..preflight.context import Context
+from ..preflight.data import check_data
+from ..preflight.disk import check_disk
+from ..preflight.model import check_model
+from ..preflight.report import Result, Status, failed
+from ..settings.validate import Config
 from .aws import check_aws
-from .context import Context
-from .data import check_data
-from .disk import check_disk
 from .environment import check_environment
 from .flags import check_flags
 from .gpus import check_gpus
-from .model import check_model
-from .report import Result, Status, failed
 from .rollout import check_rollout
 
 #: checks run at once (each mostly waits on a subprocess: bash, nvidia-smi, the job's python)

@@ -9,6 +9,6 @@ are stdlib-only as well: the rollout and the gateway import them for the shared 
 
 from __future__ import annotations
 
-from .errors import ConfigError
+from ..settings.errors import ConfigError
 
 __all__ = ["ConfigError"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 if os.environ.pop("TOOLKIT_ENTRY_COMMAND", "train") == "eval":
-    from .eval_cli import main
+    from ..evaluate.launch import main
 else:
     from .cli import main
 

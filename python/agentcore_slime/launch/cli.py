@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .envfile import read_env_file
-from .errors import ConfigError, raise_all
-from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
-from .rundir import write_run_dir
-from .validate import (
+from ..rundir import write_run_dir
+from ..scripts.render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
+from ..scripts.variants import REPLACED, VARIANTS, Variant
+from ..settings.envfile import read_env_file
+from ..settings.errors import ConfigError, raise_all
+from ..settings.validate import (
     Config,
     check_variant,
     missing_paths,
@@ -29,7 +30,6 @@ from .validate import (
     resolve,
     slime_flag_problems,
 )
-from .variants import REPLACED, VARIANTS, Variant
 
 PROG = "bin/train"
 #: external commands the rendered script needs in a real run

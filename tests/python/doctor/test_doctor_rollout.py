@@ -10,8 +10,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from agentcore_slime.doctor.report import Status
 from agentcore_slime.doctor.rollout import check_gateway_address, check_ports, check_renderer
+from agentcore_slime.preflight.report import Status
 from doctor_helpers import MakeContext, by_name
 from fakes.toy_tokenizer import build_toy_tokenizer
 

@@ -41,7 +41,7 @@ from typing import Any
 import prepare_gsm8k
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime.rewards import normalize_episode_rewards
+from agentcore_slime.rollout.rewards import normalize_episode_rewards
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
@@ -434,9 +434,9 @@ def test_the_run_directory_records_what_the_rehearsal_ran(
 ) -> None:
     """metrics.jsonl, episodes/ and the report of one training and one eval step match the
     episodes the agent really ran (rewards from S3, the failed episode's reason code)."""
-    from agentcore_slime._samples import ShimRecord
     from agentcore_slime.observe import read_json_lines
     from agentcore_slime.report import write_report
+    from agentcore_slime.rollout.samples import ShimRecord
 
     stand.policy.reset()
     run_dir = tmp_path / "runs" / "e2e-metrics"

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import KIND_EPISODE, METADATA_KEY, ShimRecord
-from agentcore_slime.config import ConfigError
-from agentcore_slime.rewards import normalize_episode_rewards
+from agentcore_slime.rollout.rewards import normalize_episode_rewards
+from agentcore_slime.rollout.samples import KIND_EPISODE, METADATA_KEY, ShimRecord
+from agentcore_slime.settings.config import ConfigError
 from fakes.acr_dataplane import AcrDataPlane
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
@@ -324,7 +324,7 @@ def test_the_scheduler_stops_when_the_data_source_runs_dry() -> None:
     """A data source that returns no more groups ends the sampling instead of looping."""
     import asyncio
 
-    from agentcore_slime.sampling import SamplingPlan, sample_groups
+    from agentcore_slime.rollout.sampling import SamplingPlan, sample_groups
 
     handed = iter([[1], []])
 

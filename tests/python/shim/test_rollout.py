@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import ShimRecord, is_padding
-from agentcore_slime.config import ConfigError
-from agentcore_slime.rewards import normalize_episode_rewards
+from agentcore_slime.rollout.rewards import normalize_episode_rewards
+from agentcore_slime.rollout.samples import ShimRecord, is_padding
+from agentcore_slime.settings.config import ConfigError
 from fakes.data_source import ListDataSource
 from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
 from slime.utils.eval_config import EvalDatasetConfig

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import ShimRecord
+from agentcore_slime.rollout.samples import ShimRecord
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import FakeSGLang, text_policy

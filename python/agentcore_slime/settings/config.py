@@ -7,7 +7,7 @@ For development (running the rollout outside ``bin/train``), a key that is missi
 (``AGENT_URL``, ``S3_BUCKET``, ...), then to the declared default.
 
 Every key, its type, default and choices are declared once in
-:mod:`agentcore_slime.launch.schema` (the ``Key(...)`` entries with ``rollout=True``);
+:mod:`agentcore_slime.settings.schema` (the ``Key(...)`` entries with ``rollout=True``);
 :class:`ToolkitConfig` has one field per such key. :func:`load_config` validates
 everything at once, at the rollout's first call, and raises one
 :class:`~agentcore_slime.errors.ConfigError` that lists every unknown key (naming the
@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.errors import ConfigError, raise_all
-from agentcore_slime.launch.checks import (
+from agentcore_slime.settings.checks import (
     LOG_PASSRATE_HOW,
     check_agent,
     check_bucket,
     check_exp_id,
     check_global_batch_divides,
 )
-from agentcore_slime.launch.schema import (
+from agentcore_slime.settings.schema import (
     KEYS_BY_NAME,
     NONE,
     Key,
@@ -279,7 +279,7 @@ def _rollout_flag_problems(args: Any) -> list[ConfigError]:
             problems.append(ConfigError(f"{key}: {flag} is set, but {why}", "remove the flag"))
     path = getattr(args, "dynamic_sampling_filter_path", None)
     if path:
-        from agentcore_slime.sampling import load_function
+        from agentcore_slime.rollout.sampling import load_function
 
         try:
             load_function(str(path))

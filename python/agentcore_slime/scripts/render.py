@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
-from .validate import Config, global_batch_size
+from ..settings.schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
+from ..settings.validate import Config, global_batch_size
 from .variants import TEMPLATE, VARIANTS, Variant
 
 logger = logging.getLogger(__name__)

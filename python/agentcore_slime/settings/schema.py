@@ -644,7 +644,7 @@ def generated_block(name: str) -> str:
     :param name: a key of :data:`GENERATED`.
     """
     return (
-        f"<!-- generated: PYTHONPATH=python python3 -m agentcore_slime.launch.schema {name} "
+        f"<!-- generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema {name} "
         "(tests check it) -->\n" + GENERATED[name]() + "<!-- end generated -->\n"
     )
 

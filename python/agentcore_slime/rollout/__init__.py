@@ -31,23 +31,29 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from agentcore_slime._datasets import EvalRow, EvalSpec, eval_specs, load_rows
-from agentcore_slime._padding import dp_layout, pad_for_dp
-from agentcore_slime._samples import KIND_FAILED, KIND_PADDING, ShimRecord, zero_gradient_sample
-from agentcore_slime.config import (
+from agentcore_slime.datasets import EvalRow, EvalSpec, eval_specs, load_rows
+from agentcore_slime.episodes import EpisodeRequest, EpisodeRunner, make_runner, new_session_id
+from agentcore_slime.gateway.trace import CallTrace
+from agentcore_slime.observe import CallRecord, EpisodeRecord, RunLog
+from agentcore_slime.observe.records import token_counts
+from agentcore_slime.rollout.padding import dp_layout, pad_for_dp
+from agentcore_slime.rollout.samples import KIND_FAILED, KIND_PADDING, ShimRecord, zero_gradient_sample
+from agentcore_slime.rollout.sampling import (
+    SamplingOutcome,
+    SamplingPlan,
+    Verdict,
+    load_function,
+    sample_groups,
+)
+from agentcore_slime.rollout.step_stats import INFRASTRUCTURE, GroupRecord, StepStats
+from agentcore_slime.rollout.traces import merge_traces_to_samples
+from agentcore_slime.settings.config import (
     ConfigError,
     ToolkitConfig,
     check_slime_args,
     load_config,
     sampling_settings,
 )
-from agentcore_slime.episodes import EpisodeRequest, EpisodeRunner, make_runner, new_session_id
-from agentcore_slime.gateway.trace import CallTrace
-from agentcore_slime.observe import CallRecord, EpisodeRecord, RunLog
-from agentcore_slime.observe.records import token_counts
-from agentcore_slime.sampling import SamplingOutcome, SamplingPlan, Verdict, load_function, sample_groups
-from agentcore_slime.step_stats import INFRASTRUCTURE, GroupRecord, StepStats
-from agentcore_slime.traces import merge_traces_to_samples
 
 if TYPE_CHECKING:
     from agentcore_slime.gateway import GatewayConfig

@@ -1,0 +1,6 @@
+"""The checks a launcher runs before it stops or starts any process (model script against
+config.json, data rows, disk space), and what every check is made of: the context a check reads
+(:mod:`.context`) and the PASS / WARN / FAIL result it returns (:mod:`.report`).
+
+bin/train and bin/eval run them through :func:`gate`; bin/doctor runs them among all its checks.
+"""
