@@ -41,6 +41,7 @@ from typing import Any
 import prepare_gsm8k
 import pytest
 from agentcore_slime import rollout
+from agentcore_slime.rollout import runtime
 from agentcore_slime.rollout.rewards import normalize_episode_rewards
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
 from fakes.data_source import ListDataSource
@@ -191,9 +192,9 @@ def stand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand]:
 @pytest.fixture
 def fresh_rollout(stand: Stand) -> Iterator[Any]:
     """The rollout's state holder with its production factories, torn down after the test."""
-    state = rollout._STATE
+    state = runtime._STATE
     state.reset()
-    state.gateway_factory = rollout.default_gateway_factory
+    state.gateway_factory = runtime.default_gateway_factory
     yield state
     state.reset()
 

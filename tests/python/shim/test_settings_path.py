@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from agentcore_slime.rollout import gateway_config
+from agentcore_slime.rollout.runtime import gateway_config
 from agentcore_slime.settings.config import load_config
 from agentcore_slime.settings.schema import (
     KEYS_BY_NAME,
