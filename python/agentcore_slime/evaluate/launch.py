@@ -141,3 +141,7 @@ def _run(argv: list[str]) -> int:
         return 0
     say(f"running {script} (log: {run_dir / 'eval.log'})")
     return run_script(script)
+
+
+if __name__ == "__main__":  # bin/eval: python -m agentcore_slime.evaluate.launch
+    raise SystemExit(main())
