@@ -103,7 +103,7 @@ def _run(argv: list[str]) -> int:
     config = _validate(env_file, args.overrides, runs_dir, variant, slime_flags, real_run)
     if real_run:
         _check_tools()
-        from ..doctor import gate  # imported here: --dry-run and --render-only never need it
+        from ..preflight import gate  # imported here: --dry-run and --render-only never need it
 
         if not args.skip_doctor and not gate(config, repo, env_file, slime_flags, args.variant, PROG):
             return 1
