@@ -15,10 +15,10 @@ from typing import NoReturn
 from ..preflight.context import Context
 from ..preflight.report import as_json, exit_status, summary
 from ..scripts.render import passthrough_flags
-from ..scripts.variants import VARIANTS
 from ..settings.envfile import read_env_file
 from ..settings.errors import ConfigError
 from ..settings.validate import check_slime_flags, check_variant, parse_overrides, resolve
+from ..settings.variants import VARIANTS
 from .checks import run_checks
 
 PROG = "bin/doctor"

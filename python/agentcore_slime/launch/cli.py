@@ -18,7 +18,6 @@ from typing import NoReturn
 
 from ..rundir import write_run_dir
 from ..scripts.render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
-from ..scripts.variants import REPLACED, VARIANTS, Variant
 from ..settings.envfile import read_env_file
 from ..settings.errors import ConfigError, raise_all
 from ..settings.validate import (
@@ -30,6 +29,7 @@ from ..settings.validate import (
     resolve,
     slime_flag_problems,
 )
+from ..settings.variants import REPLACED, VARIANTS, Variant
 
 PROG = "bin/train"
 #: external commands the rendered script needs in a real run

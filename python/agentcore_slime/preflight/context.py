@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..scripts.render import flag_groups, passthrough_flags
-from ..scripts.variants import VARIANTS
 from ..settings.validate import Config
+from ..settings.variants import VARIANTS
 
 #: seconds a probe of the job's python may take (imports of slime/SGLang/torch are slow)
 PROBE_TIMEOUT = 300.0

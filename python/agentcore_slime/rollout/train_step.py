@@ -25,12 +25,11 @@ from agentcore_slime.rollout.sampling import (
     SamplingOutcome,
     SamplingPlan,
     Verdict,
-    load_function,
     sample_groups,
 )
 from agentcore_slime.rollout.step_stats import GroupRecord, StepStats
 from agentcore_slime.rollout.trace_log import _write_trace_log
-from agentcore_slime.settings.config import ConfigError, ToolkitConfig, sampling_settings
+from agentcore_slime.settings.config import ConfigError, ToolkitConfig, load_function, sampling_settings
 
 logger = logging.getLogger(__name__)
 

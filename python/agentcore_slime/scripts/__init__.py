@@ -1,2 +1,3 @@
-"""The scripts bin/train renders from templates/: the variants (:mod:`.variants`) and the
-renderer of train.sh / train_async.sh, join.sh, toolkit.yaml and env (:mod:`.render`)."""
+"""The scripts bin/train renders from templates/ (:mod:`.render`): train.sh / train_async.sh,
+join.sh, toolkit.yaml and env, from a validated configuration and a variant
+(:mod:`agentcore_slime.settings.variants`)."""

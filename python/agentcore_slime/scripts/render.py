@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..settings.schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
 from ..settings.validate import Config, global_batch_size
-from .variants import TEMPLATE, VARIANTS, Variant
+from ..settings.variants import TEMPLATE, VARIANTS, Variant
 
 logger = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..scripts.variants import Variant
 from .checks import LOG_PASSRATE_HOW, check_agent, check_bucket, check_exp_id, check_global_batch_divides
 from .credentials import refuse_secret_flags
 from .envfile import EnvEntry
 from .errors import ConfigError, raise_all
 from .schema import KEYS, KEYS_BY_NAME, Key, Kind, Value, expected, is_secret, parse_text
+from .variants import Variant
 
 logger = logging.getLogger(__name__)
 

@@ -320,7 +320,7 @@ def test_integers_must_be_plain_and_fit_32_bits(tmp_path: Path, text: str) -> No
 
 def _flag_values(config, variant: str) -> dict[str, list[str]]:
     from agentcore_slime.scripts.render import flag_groups
-    from agentcore_slime.scripts.variants import VARIANTS
+    from agentcore_slime.settings.variants import VARIANTS
 
     lines = [line for _, group in flag_groups(config, Path("/run"), VARIANTS[variant]) for line in group]
     return {line[0]: line[1:] for line in lines}
