@@ -3,7 +3,7 @@
 
 Builds synthetic multi-turn episodes (every call's prompt = previous prompt + completion
 + bridge tokens, fresh int objects per call as if each came off the wire) and times
-``agentcore_slime.traces.merge_traces`` on them:
+``agentcore_slime.rollout.traces.merge_traces`` on them:
 
 - 64 turns, ~32k tokens (the issue's "long episode"), and 128 turns at the same tokens
   per turn (~64k tokens). Linear merging means the 128-turn time is about 2x the 64-turn
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from agentcore_slime.gateway.trace import CallTrace  # noqa: E402
-from agentcore_slime.traces import merge_traces  # noqa: E402
+from agentcore_slime.rollout.traces import merge_traces  # noqa: E402
 
 
 def episode(turns: int, tokens_per_turn: int, mode: str, seed: int = 0) -> list[CallTrace]:

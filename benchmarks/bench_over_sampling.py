@@ -7,7 +7,7 @@ whose p99 is ten times its median (sigma = ln 10 / 2.326), scaled so the median 
 take ``(1 + d)`` times longer and succeed (reward 1) with probability ``1 - d``, so cutting the
 tail can favour easy prompts; the benchmark measures by how much.
 
-Both modes run the rollout's own scheduler (``agentcore_slime.sampling.sample_groups``) with
+Both modes run the rollout's own scheduler (``agentcore_slime.rollout.sampling.sample_groups``) with
 cancellation as the abort, the same code ``generate_rollout`` runs:
 
 - wait-for-all: ``--rollout-batch-size`` groups fetched, the step waits for all of them;
@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from agentcore_slime.sampling import SamplingPlan, sample_groups  # noqa: E402
+from agentcore_slime.rollout.sampling import SamplingPlan, sample_groups  # noqa: E402
 
 SIGMA = math.log(10) / 2.326  # lognormal with p99 = 10 x median
 

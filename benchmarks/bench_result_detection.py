@@ -89,7 +89,7 @@ def main() -> int:
         os.environ.update(local_s3.env())
         bucket = local_s3.create_bucket()
         import boto3
-        from agentcore_slime.config import ToolkitConfig
+        from agentcore_slime.settings.config import ToolkitConfig
 
         config = ToolkitConfig(
             agent_runtime_arn=None, agent_url="http://unused", s3_bucket=bucket, exp_id="bench"

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_readme_env_reference_table_is_the_generated_one() -> None:
     """The env-file table in README is generated from the launcher's schema (every key, default)."""
-    from agentcore_slime.launch.schema import KEYS, reference_table
+    from agentcore_slime.settings.schema import KEYS, reference_table
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert reference_table() in readme

@@ -11,8 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .context import Context
-from .report import Result, failed, passed, warned
+from ..preflight.context import Context
+from ..preflight.report import Result, failed, passed, warned
 
 #: error codes that mean "not permitted" rather than "does not exist"
 DENIED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnrecognizedClientException")

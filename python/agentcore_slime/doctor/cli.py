@@ -12,14 +12,14 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from ..launch.envfile import read_env_file
-from ..launch.errors import ConfigError
-from ..launch.render import passthrough_flags
-from ..launch.validate import check_slime_flags, check_variant, parse_overrides, resolve
-from ..launch.variants import VARIANTS
+from ..preflight.context import Context
+from ..preflight.report import as_json, exit_status, summary
+from ..scripts.render import passthrough_flags
+from ..settings.envfile import read_env_file
+from ..settings.errors import ConfigError
+from ..settings.validate import check_slime_flags, check_variant, parse_overrides, resolve
+from ..settings.variants import VARIANTS
 from .checks import run_checks
-from .context import Context
-from .report import as_json, exit_status, summary
 
 PROG = "bin/doctor"
 

@@ -11,8 +11,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from .context import Context
-from .report import Result, failed, passed, warned
+from ..preflight.context import Context
+from ..preflight.report import Result, failed, passed, warned
 
 #: what the job imports: slime's stack, then this package and its dependencies
 JOB_MODULES = (

@@ -11,9 +11,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from .context import Context
-from .model import read_model_args
-from .report import Result, failed, passed, warned
+from ..preflight.context import Context
+from ..preflight.model import read_model_args
+from ..preflight.report import Result, failed, passed, warned
 
 _PROBE = Path(__file__).with_name("_parser_probe.py")
 

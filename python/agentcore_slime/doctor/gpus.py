@@ -12,8 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .context import Context
-from .report import Result, failed, passed, warned
+from ..preflight.context import Context
+from ..preflight.report import Result, failed, passed, warned
 
 #: a GPU with less free memory than this fraction of its total is in use by something else
 BUSY_FRACTION = 0.9

@@ -11,8 +11,8 @@ import re
 import socket
 from pathlib import Path
 
-from .context import Context
-from .report import Result, failed, passed, warned
+from ..preflight.context import Context
+from ..preflight.report import Result, failed, passed, warned
 
 _PROBE = Path(__file__).with_name("_renderer_probe.py")
 #: (env-file key if the schema has one, Ray's default, check name, what it is)

@@ -19,11 +19,11 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from agentcore_slime.config import ToolkitConfig
 from agentcore_slime.episodes.pacing import RateLimiter
 from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher
 from agentcore_slime.episodes.transports import AcrTransport, LocalTransport, Transport
 from agentcore_slime.episodes.wire import InvokeError, build_payload, extract_reward, result_key
+from agentcore_slime.settings.config import ToolkitConfig
 
 logger = logging.getLogger(__name__)
 

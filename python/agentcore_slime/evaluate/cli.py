@@ -32,9 +32,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NoReturn
 
-from agentcore_slime._datasets import EvalSpec, load_rows
-from agentcore_slime.config import ToolkitConfig, load_config
+from agentcore_slime.datasets import EvalSpec, load_rows
 from agentcore_slime.errors import ConfigError
+from agentcore_slime.settings.config import ToolkitConfig, load_config
 
 from .episodes import INFRASTRUCTURE, Episode, EpisodeRunner, run_all
 from .summary import screen, summarize

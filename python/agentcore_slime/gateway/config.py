@@ -1,7 +1,7 @@
 """Gateway settings: the :class:`GatewayConfig` seam and its environment fallback.
 
 The settings a user sets (model id, parsers, family, host, port, ...) are declared once in
-:mod:`agentcore_slime.launch.schema` (``Key(..., gateway="<field>")``): :meth:`GatewayConfig.from_env`
+:mod:`agentcore_slime.settings.schema` (``Key(..., gateway="<field>")``): :meth:`GatewayConfig.from_env`
 reads their environment names and parses them with the same vocabulary as ``bin/train``.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from agentcore_slime.errors import ConfigError
-from agentcore_slime.launch.schema import LOG_LEVELS, NONE, expected, gateway_keys, parse_text
+from agentcore_slime.settings.schema import LOG_LEVELS, NONE, expected, gateway_keys, parse_text
 
 SAMPLING_KEYS = frozenset({"temperature", "top_p", "top_k", "max_new_tokens", "min_p", "repetition_penalty"})
 

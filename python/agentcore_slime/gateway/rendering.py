@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.errors import ConfigError
-from agentcore_slime.launch.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
+from agentcore_slime.settings.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
 
 from .wire import new_id
 

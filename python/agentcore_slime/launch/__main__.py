@@ -1,15 +1,7 @@
-"""``python3 -m agentcore_slime.launch``: the entry point bin/train (and bin/eval) exec.
-
-bin/eval goes through bin/train's Python lookup and sets ``TOOLKIT_ENTRY_COMMAND=eval``.
-"""
+"""``python3 -m agentcore_slime.launch``: the entry point bin/train execs."""
 
 from __future__ import annotations
 
-import os
-
-if os.environ.pop("TOOLKIT_ENTRY_COMMAND", "train") == "eval":
-    from .eval_cli import main
-else:
-    from .cli import main
+from .cli import main
 
 raise SystemExit(main())

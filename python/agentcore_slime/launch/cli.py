@@ -17,9 +17,20 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .envfile import read_env_file
-from .errors import ConfigError, raise_all
-from .render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
+from ..rundir import write_run_dir
+from ..scripts.render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
+from ..settings.envfile import read_env_file
+from ..settings.errors import ConfigError, raise_all
+from ..settings.validate import (
+    Config,
+    check_variant,
+    missing_paths,
+    node_local_paths,
+    parse_overrides,
+    resolve,
+    slime_flag_problems,
+)
+from ..settings.variants import REPLACED, VARIANTS, Variant
 from .reproduce import (
     INVOCATION,
     MANIFEST,
@@ -32,17 +43,6 @@ from .reproduce import (
     repeat_command,
     run_dir_of,
 )
-from .rundir import write_run_dir
-from .validate import (
-    Config,
-    check_variant,
-    missing_paths,
-    node_local_paths,
-    parse_overrides,
-    resolve,
-    slime_flag_problems,
-)
-from .variants import REPLACED, VARIANTS, Variant
 
 PROG = "bin/train"
 #: external commands the rendered script needs in a real run
@@ -130,7 +130,7 @@ def _run(argv: list[str]) -> int:
     config = _validate(env_file, args.overrides, runs_dir, variant, slime_flags, real_run)
     if real_run:
         _check_tools()
-        from ..doctor import gate  # imported here: --dry-run and --render-only never need it
+        from ..preflight import gate  # imported here: --dry-run and --render-only never need it
 
         if not args.skip_doctor and not gate(config, repo, env_file, slime_flags, invocation.variant, PROG):
             return 1

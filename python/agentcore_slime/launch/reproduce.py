@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .validate import Config
+from ..settings.errors import ConfigError
+from ..settings.validate import Config
 
 INVOCATION = "invocation.json"
 MANIFEST = "manifest.json"

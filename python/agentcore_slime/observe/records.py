@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentcore_slime.step_stats import INFRASTRUCTURE
+#: the class of an episode that ended with the agent's own reward (any value): reward signal
+SIGNAL = "signal"
+#: the class of an episode that failed for any other reason: kept out of the gradient
+INFRASTRUCTURE = "infrastructure"
 
-__all__ = ["INFRASTRUCTURE", "CallRecord", "EpisodeRecord", "select_for_browser", "token_counts"]
+__all__ = ["INFRASTRUCTURE", "SIGNAL", "CallRecord", "EpisodeRecord", "select_for_browser", "token_counts"]
 
 
 @dataclass(frozen=True)

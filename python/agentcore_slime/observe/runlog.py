@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentcore_slime.launch.rundir import default_mode, write_atomic
 from agentcore_slime.observe.metrics import progress_line, step_metrics
 from agentcore_slime.observe.records import EpisodeRecord, select_for_browser
+from agentcore_slime.rundir import default_mode, write_atomic
 
 logger = logging.getLogger(__name__)
 

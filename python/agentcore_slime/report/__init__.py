@@ -9,6 +9,7 @@ autoescaping, so it opens offline and agent text (which may hold HTML) shows as 
 It works on a run that is still going (rerun it to refresh) and on one that died.
 """
 
-from agentcore_slime.report.build import RunData, load_run, write_report
+from agentcore_slime.report.build import RunData, load_run
+from agentcore_slime.report.page import write_report
 
 __all__ = ["RunData", "load_run", "write_report"]

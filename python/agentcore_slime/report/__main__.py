@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentcore_slime.report.build import write_report
+from agentcore_slime.report.page import write_report
 
 PROG = "bin/report"
 

@@ -1,4 +1,4 @@
-"""Read a run directory and render its report page."""
+"""Read a run directory: what the report shows (:class:`RunData`), from what the rollout wrote."""
 
 from __future__ import annotations
 
@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.observe.records import EpisodeRecord
-from agentcore_slime.observe.runlog import EPISODES_DIR, METRICS_FILE, read_json_lines, write_whole
+from agentcore_slime.observe.runlog import EPISODES_DIR, METRICS_FILE, read_json_lines
 
-REPORT_FILE = "report.html"
 _EPISODES_NAME = re.compile(r"^(?P<kind>train|eval)-(?P<step>\d+)(?:-(?P<dataset>.+))?\.jsonl$")
 
 
@@ -105,48 +104,3 @@ def _episode_files(folder: Path) -> list[EpisodeFile]:
         files.append(EpisodeFile(match["kind"], int(match["step"]), match["dataset"] or "", episodes))
     files.sort(key=lambda f: (f.step, f.kind != "train", f.dataset))
     return files
-
-
-def render_report(data: RunData) -> str:
-    """The report page's HTML.
-
-    :param data: what :func:`load_run` read.
-    """
-    import jinja2
-
-    from agentcore_slime.report import plots
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent),
-        autoescape=True,  # agent text may hold HTML: it must show as text
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["num"] = _num
-    env.filters["pretty"] = _pretty
-    template = env.get_template("report.html.j2")
-    return template.render(data=data, figures=plots.figures(data))
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-
-
-def write_report(run_dir: Path) -> Path:
-    """Render ``run_dir/report.html`` (replacing the last one whole, never through a link).
-
-    :param run_dir: ``runs/<EXP_ID>/``.
-    :returns: the report's path.
-    """
-    target = run_dir / REPORT_FILE
-    write_whole(target, render_report(load_run(run_dir)))
-    return target

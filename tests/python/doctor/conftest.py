@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from agentcore_slime.doctor import Context
-from agentcore_slime.launch.envfile import EnvEntry
-from agentcore_slime.launch.validate import resolve
+from agentcore_slime.settings.envfile import EnvEntry
+from agentcore_slime.settings.validate import resolve
 from doctor_helpers import FIXTURES, JOB_SITE, REPO, MakeContext
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from agentcore_slime.doctor import aws
-from agentcore_slime.doctor.report import Status
+from agentcore_slime.preflight.report import Status
 from botocore.stub import Stubber
 from doctor_helpers import MakeContext, by_name
 from fakes.s3 import LocalS3

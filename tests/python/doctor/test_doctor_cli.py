@@ -120,3 +120,13 @@ def test_bin_train_runs_when_the_blocking_checks_pass_or_are_skipped(
     assert train_cli.main(["--set", "EXTRA_FLAGS=--norm-epsilon 1e-6", str(machine)]) == 1
     assert [argv[0] for argv in calls] == ["bash", "bash"]
     assert "doctor:" not in capsys.readouterr().err
+
+
+def test_the_doctors_blocking_checks_are_exactly_the_ones_bin_train_runs() -> None:
+    """bin/train gates on preflight's BLOCKING; a check marked blocking in bin/doctor's table
+    alone would never stop bin/train, and one missing from the table would never show in bin/doctor."""
+    from agentcore_slime.doctor.checks import CHECKS
+    from agentcore_slime.preflight import BLOCKING
+
+    assert [check for check in CHECKS if check.blocking] == list(BLOCKING)
+    assert all(check.blocking and not check.network for check in BLOCKING)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentcore_slime.doctor.data import check_data
-from agentcore_slime.doctor.report import Status
+from agentcore_slime.preflight.data import check_data
+from agentcore_slime.preflight.report import Status
 from doctor_helpers import MakeContext, by_name
 
 

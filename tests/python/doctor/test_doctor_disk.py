@@ -7,8 +7,8 @@ from collections import namedtuple
 from pathlib import Path
 
 import pytest
-from agentcore_slime.doctor import disk
-from agentcore_slime.doctor.report import Status
+from agentcore_slime.preflight import disk
+from agentcore_slime.preflight.report import Status
 from doctor_helpers import FIXTURES, MakeContext
 
 Usage = namedtuple("Usage", "total used free")

@@ -18,7 +18,7 @@ from agentcore_slime.doctor.environment import (
     check_slime_commit,
     pinned_slime_commit,
 )
-from agentcore_slime.doctor.report import Status
+from agentcore_slime.preflight.report import Status
 from doctor_helpers import REPO, MakeContext, by_name, stub
 
 

@@ -12,7 +12,7 @@ import importlib.util
 import re
 
 from agentcore_slime.doctor.flags import check_flags, unknown_flags
-from agentcore_slime.doctor.report import Status
+from agentcore_slime.preflight.report import Status
 from doctor_helpers import JOB_SITE, REPO, MakeContext
 
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from agentcore_slime.doctor.model import check_model, compare, last_values, read_model_args
-from agentcore_slime.doctor.report import Status
+from agentcore_slime.preflight.model import check_model, compare, last_values, read_model_args
+from agentcore_slime.preflight.report import Status
 from doctor_helpers import MakeContext, by_name
 
 

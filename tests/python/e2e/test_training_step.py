@@ -41,7 +41,8 @@ from typing import Any
 import prepare_gsm8k
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime.rewards import normalize_episode_rewards
+from agentcore_slime.rollout import runtime
+from agentcore_slime.rollout.rewards import normalize_episode_rewards
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
@@ -191,9 +192,9 @@ def stand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand]:
 @pytest.fixture
 def fresh_rollout(stand: Stand) -> Iterator[Any]:
     """The rollout's state holder with its production factories, torn down after the test."""
-    state = rollout._STATE
+    state = runtime._STATE
     state.reset()
-    state.gateway_factory = rollout.default_gateway_factory
+    state.gateway_factory = runtime.default_gateway_factory
     yield state
     state.reset()
 
@@ -434,9 +435,9 @@ def test_the_run_directory_records_what_the_rehearsal_ran(
 ) -> None:
     """metrics.jsonl, episodes/ and the report of one training and one eval step match the
     episodes the agent really ran (rewards from S3, the failed episode's reason code)."""
-    from agentcore_slime._samples import ShimRecord
     from agentcore_slime.observe import read_json_lines
     from agentcore_slime.report import write_report
+    from agentcore_slime.rollout.samples import ShimRecord
 
     stand.policy.reset()
     run_dir = tmp_path / "runs" / "e2e-metrics"

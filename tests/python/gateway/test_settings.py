@@ -9,7 +9,7 @@ from dataclasses import MISSING, fields
 import pytest
 import renderers
 from agentcore_slime.gateway import GatewayConfig
-from agentcore_slime.launch.schema import (
+from agentcore_slime.settings.schema import (
     NONE,
     REASONING_PARSERS,
     RENDERER_FAMILIES,

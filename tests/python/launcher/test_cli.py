@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from agentcore_slime.launch import cli
-from agentcore_slime.launch.render import shell_quote
+from agentcore_slime.scripts.render import shell_quote
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -4,9 +4,9 @@ the refusal, which names the flag and never shows its value."""
 from __future__ import annotations
 
 import pytest
-from agentcore_slime.launch.credentials import refuse_secret_flags, secret_flag
-from agentcore_slime.launch.errors import ConfigError
-from agentcore_slime.launch.validate import check_slime_flags
+from agentcore_slime.settings.credentials import refuse_secret_flags, secret_flag
+from agentcore_slime.settings.errors import ConfigError
+from agentcore_slime.settings.validate import check_slime_flags
 
 SECRET_FLAGS = [
     "--wandb-key",

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentcore_slime.launch.envfile import read_env_file
-from agentcore_slime.launch.errors import ConfigError
-from agentcore_slime.launch.render import env_text
-from agentcore_slime.launch.validate import resolve
+from agentcore_slime.scripts.render import env_text
+from agentcore_slime.settings.envfile import read_env_file
+from agentcore_slime.settings.errors import ConfigError
+from agentcore_slime.settings.validate import resolve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,10 +14,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from agentcore_slime.launch.envfile import read_env_file
-from agentcore_slime.launch.eval_render import EvalRequest, commands, render_eval
-from agentcore_slime.launch.render import Rendered, RunPaths
-from agentcore_slime.launch.validate import Config, resolve
+from agentcore_slime.evaluate.render import EvalRequest, commands, render_eval
+from agentcore_slime.scripts.render import Rendered, RunPaths
+from agentcore_slime.settings.envfile import read_env_file
+from agentcore_slime.settings.validate import Config, resolve
 from test_golden import FIXED_REPO, FIXED_RUNS, GOLDEN, INPUTS, REPO, _shellcheck, without_libraries
 
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agentcore_slime.launch.envfile import read_env_file
-from agentcore_slime.launch.render import Rendered, RunPaths, render
-from agentcore_slime.launch.schema import rollout_keys
-from agentcore_slime.launch.validate import check_variant, resolve
-from agentcore_slime.launch.variants import VARIANTS
+from agentcore_slime.scripts.render import Rendered, RunPaths, render
+from agentcore_slime.settings.envfile import read_env_file
+from agentcore_slime.settings.schema import rollout_keys
+from agentcore_slime.settings.validate import check_variant, resolve
+from agentcore_slime.settings.variants import VARIANTS
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "fixtures" / "golden"

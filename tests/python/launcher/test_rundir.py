@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from agentcore_slime.launch import rundir
-from agentcore_slime.launch.errors import ConfigError
+from agentcore_slime import rundir
+from agentcore_slime.settings.errors import ConfigError
 
 
 def test_edited_files_are_kept(tmp_path: Path, capsys) -> None:

@@ -7,11 +7,11 @@ import io
 from pathlib import Path
 
 import pytest
-from agentcore_slime.launch.envfile import read_env_file
-from agentcore_slime.launch.errors import ConfigError
-from agentcore_slime.launch.render import env_text
-from agentcore_slime.launch.schema import KEYS, KEYS_BY_NAME, Kind, parse_text
-from agentcore_slime.launch.validate import missing_paths, parse_overrides, resolve
+from agentcore_slime.scripts.render import env_text
+from agentcore_slime.settings.envfile import read_env_file
+from agentcore_slime.settings.errors import ConfigError
+from agentcore_slime.settings.schema import KEYS, KEYS_BY_NAME, Kind, parse_text
+from agentcore_slime.settings.validate import missing_paths, parse_overrides, resolve
 from dotenv import dotenv_values
 
 BASE = """\
@@ -194,15 +194,15 @@ def test_schema_is_consistent() -> None:
 )
 def test_docs_reference_tables_are_current(doc: str, block: str) -> None:
     """The docs embed the tables generated from the schema, markers included (regenerate with
-    ``PYTHONPATH=python python3 -m agentcore_slime.launch.schema <block>``)."""
-    from agentcore_slime.launch.schema import generated_block
+    ``PYTHONPATH=python python3 -m agentcore_slime.settings.schema <block>``)."""
+    from agentcore_slime.settings.schema import generated_block
 
     assert generated_block(block) in (Path(__file__).resolve().parents[3] / doc).read_text()
 
 
 def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
     """A file with several mistakes lists them all, one `<what> (<how>)` line each."""
-    from agentcore_slime.launch.errors import ConfigErrors
+    from agentcore_slime.settings.errors import ConfigErrors
 
     path = _write(tmp_path, "EXP_ID=exp-1\nNUM_GPU=8\nLR=fast\nS3_BUCKET=ab\nDATA_PATH=/d.jsonl\n")
     with pytest.raises(ConfigErrors) as info:
@@ -222,7 +222,7 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
 
 
 def test_relations_between_keys_are_checked_together_after_the_values(tmp_path: Path) -> None:
-    from agentcore_slime.launch.errors import ConfigErrors
+    from agentcore_slime.settings.errors import ConfigErrors
 
     with pytest.raises(ConfigErrors) as info:
         _resolve(tmp_path, overrides={"S3_BUCKET": "ab", "EXP_ID": "a b", "AGENT_URL": "http://x:1"})
@@ -298,7 +298,7 @@ def test_invisible_characters_in_a_key_are_named(tmp_path: Path) -> None:
 
 
 def test_an_empty_file_says_an_agent_key_is_needed(tmp_path: Path) -> None:
-    from agentcore_slime.launch.errors import ConfigErrors
+    from agentcore_slime.settings.errors import ConfigErrors
 
     path = _write(tmp_path, "# nothing yet\n")
     with pytest.raises(ConfigErrors) as info:
@@ -319,8 +319,8 @@ def test_integers_must_be_plain_and_fit_32_bits(tmp_path: Path, text: str) -> No
 
 
 def _flag_values(config, variant: str) -> dict[str, list[str]]:
-    from agentcore_slime.launch.render import flag_groups
-    from agentcore_slime.launch.variants import VARIANTS
+    from agentcore_slime.scripts.render import flag_groups
+    from agentcore_slime.settings.variants import VARIANTS
 
     lines = [line for _, group in flag_groups(config, Path("/run"), VARIANTS[variant]) for line in group]
     return {line[0]: line[1:] for line in lines}
@@ -351,7 +351,7 @@ def test_flags_owned_by_keys_match_what_the_render_derives_from_each_key(
     """Change each key alone and see which rendered flags change: each must be in
     FLAGS_OWNED_BY_KEYS under that key (so EXTRA_FLAGS cannot silently override it), and each
     table entry must really follow its key (wandb's two are rendered by the script at run time)."""
-    from agentcore_slime.launch.validate import _FLAGS_OWNED_ELSEWHERE, FLAGS_OWNED_BY_KEYS
+    from agentcore_slime.settings.validate import _FLAGS_OWNED_ELSEWHERE, FLAGS_OWNED_BY_KEYS
 
     every_optional = (
         "VAL_DATA_PATH=/v.jsonl\nSGLANG_CONTEXT_LENGTH=4096\nSGLANG_REASONING_PARSER=qwen3\n"
@@ -387,7 +387,7 @@ def test_flags_owned_by_keys_match_what_the_render_derives_from_each_key(
 
 
 def test_extra_flags_that_an_env_key_owns_are_named_with_the_key(tmp_path: Path) -> None:
-    from agentcore_slime.launch.validate import slime_flag_problems
+    from agentcore_slime.settings.validate import slime_flag_problems
 
     problems = slime_flag_problems(["--num-rollout", "50", "--lr=1e-5", "--kl-loss-coef", "0.01"])
     assert [p.what for p in problems] == [

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from agentcore_slime import rollout
+from agentcore_slime.rollout import runtime
 from fakes.s3 import LocalS3
 
 from shim.standins import Behaviour, Script, StandinAgent, StandinGateway
@@ -70,7 +70,7 @@ def agents(local_s3: LocalS3, gateway: StandinGateway) -> Iterator[AgentHandle]:
 @pytest.fixture
 def shim_state(gateway: StandinGateway) -> Iterator[Any]:
     """The rollout's state holder with the stand-in gateway; torn down after the test."""
-    state = rollout._STATE
+    state = runtime._STATE
     state.reset()
     calls: list[Any] = []
 
@@ -82,4 +82,4 @@ def shim_state(gateway: StandinGateway) -> Iterator[Any]:
     state.factory_calls = calls  # type: ignore[attr-defined]
     yield state
     state.reset()
-    state.gateway_factory = rollout.default_gateway_factory
+    state.gateway_factory = runtime.default_gateway_factory

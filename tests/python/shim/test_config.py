@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agentcore_slime.config import ConfigError, check_slime_args, load_config
+from agentcore_slime.settings.config import ConfigError, check_slime_args, load_config
 
 from shim.standins import make_args
 
@@ -189,7 +189,7 @@ def test_none_turns_a_parser_off_and_null_means_the_default() -> None:
 def test_toolkit_config_has_one_field_per_rollout_setting() -> None:
     from dataclasses import fields
 
-    from agentcore_slime.config import ToolkitConfig
-    from agentcore_slime.launch.schema import rollout_keys
+    from agentcore_slime.settings.config import ToolkitConfig
+    from agentcore_slime.settings.schema import rollout_keys
 
     assert {f.name for f in fields(ToolkitConfig)} == {k.yaml_key for k in rollout_keys()} | {"source"}

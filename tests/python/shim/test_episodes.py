@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from agentcore_slime.config import ToolkitConfig, load_config
 from agentcore_slime.episodes import (
     EpisodeOutcome,
     EpisodeRequest,
@@ -26,6 +25,7 @@ from agentcore_slime.episodes import (
     make_runner,
     new_session_id,
 )
+from agentcore_slime.settings.config import ToolkitConfig, load_config
 from fakes.acr_dataplane import AcrDataPlane
 
 from shim.standins import Behaviour, make_args

@@ -22,9 +22,11 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import KIND_EPISODE, METADATA_KEY, ShimRecord
-from agentcore_slime.config import ConfigError
-from agentcore_slime.rewards import normalize_episode_rewards
+from agentcore_slime.rollout import runtime
+from agentcore_slime.rollout.episode import _Episode, _failed
+from agentcore_slime.rollout.rewards import normalize_episode_rewards
+from agentcore_slime.rollout.samples import KIND_EPISODE, METADATA_KEY, ShimRecord
+from agentcore_slime.settings.config import ConfigError
 from fakes.acr_dataplane import AcrDataPlane
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
@@ -49,8 +51,8 @@ def _episode(group: int, number: int, reward: float) -> Sample:
 
 
 def _timeout(group: int, number: int) -> Sample:
-    episode = rollout._Episode(Sample(group_index=group, index=number, metadata={}), 0, number, "step", {})
-    [sample] = rollout._failed(episode, "timeout", "timeout: no result").samples
+    episode = _Episode(Sample(group_index=group, index=number, metadata={}), 0, number, "step", {})
+    [sample] = _failed(episode, "timeout", "timeout: no result").samples
     return sample
 
 
@@ -274,7 +276,7 @@ def test_tail_cut_aborts_the_engine_request_through_the_real_gateway(
         agent.start()
         plane = AcrDataPlane({ARN: agent.url})
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", plane.start())
-        rollout._STATE.reset()
+        runtime._STATE.reset()
         try:
             args = make_args(
                 agent_runtime_arn=ARN, s3_bucket=s3_bucket, hf_checkpoint=str(model_dir),
@@ -284,7 +286,7 @@ def test_tail_cut_aborts_the_engine_request_through_the_real_gateway(
             )
             output = rollout.generate_rollout(args, 0, ListDataSource(rows("slow", "fast"), 1))
         finally:
-            rollout._STATE.reset()
+            runtime._STATE.reset()
             plane.stop()
             agent.stop()
         [[sample]] = output.samples
@@ -324,7 +326,7 @@ def test_the_scheduler_stops_when_the_data_source_runs_dry() -> None:
     """A data source that returns no more groups ends the sampling instead of looping."""
     import asyncio
 
-    from agentcore_slime.sampling import SamplingPlan, sample_groups
+    from agentcore_slime.rollout.sampling import SamplingPlan, sample_groups
 
     handed = iter([[1], []])
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentcore_slime._padding import dp_layout, pad_for_dp
-from agentcore_slime._samples import KIND_PADDING, ShimRecord, is_padding, zero_gradient_sample
+from agentcore_slime.rollout.padding import dp_layout, pad_for_dp
+from agentcore_slime.rollout.samples import KIND_PADDING, ShimRecord, is_padding, zero_gradient_sample
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from agentcore_slime._samples import KIND_EPISODE, KIND_PADDING
-from agentcore_slime.rewards import group_normalize, normalize_episode_rewards
+from agentcore_slime.rollout.rewards import group_normalize, normalize_episode_rewards
+from agentcore_slime.rollout.samples import KIND_EPISODE, KIND_PADDING
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from agentcore_slime.config import load_config
 from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, make_runner, new_session_id
+from agentcore_slime.settings.config import load_config
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
 
 from shim.standins import make_args

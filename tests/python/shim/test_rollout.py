@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import ShimRecord, is_padding
-from agentcore_slime.config import ConfigError
-from agentcore_slime.rewards import normalize_episode_rewards
+from agentcore_slime.rollout import runtime
+from agentcore_slime.rollout.rewards import normalize_episode_rewards
+from agentcore_slime.rollout.samples import ShimRecord, is_padding
+from agentcore_slime.settings.config import ConfigError
 from fakes.data_source import ListDataSource
 from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
 from slime.utils.eval_config import EvalDatasetConfig
@@ -184,11 +185,11 @@ def test_config_error_before_anything_starts(agents: Any, gateway: Any, shim_sta
 
 
 def test_default_gateway_factory_names_missing_slime_args() -> None:
-    config = rollout.load_config(make_args(agent_url="http://h:1", s3_bucket="rl-results"))
+    config = runtime.load_config(make_args(agent_url="http://h:1", s3_bucket="rl-results"))
     with pytest.raises(ConfigError, match="hf_checkpoint: not set"):
-        rollout.default_gateway_factory(config, make_args(hf_checkpoint=None))
+        runtime.default_gateway_factory(config, make_args(hf_checkpoint=None))
     with pytest.raises(ConfigError, match="sglang_router_ip/sglang_router_port"):
-        rollout.default_gateway_factory(config, make_args(sglang_router_ip=None))
+        runtime.default_gateway_factory(config, make_args(sglang_router_ip=None))
 
 
 def test_runtime_persists_and_concurrency_is_bounded(

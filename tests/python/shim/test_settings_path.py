@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
-from agentcore_slime.config import load_config
-from agentcore_slime.launch.schema import (
+from agentcore_slime.rollout.runtime import gateway_config
+from agentcore_slime.settings.config import load_config
+from agentcore_slime.settings.schema import (
     KEYS_BY_NAME,
     NONE,
     Key,
@@ -33,7 +34,6 @@ from agentcore_slime.launch.schema import (
     parse_text,
     rollout_keys,
 )
-from agentcore_slime.rollout import gateway_config
 
 REPO = Path(__file__).resolve().parents[3]
 ROUTER_IP = "10.9.8.7"

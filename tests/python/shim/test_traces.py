@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from agentcore_slime.gateway.trace import CallTrace
-from agentcore_slime.traces import merge_traces, merge_traces_to_samples
+from agentcore_slime.rollout.traces import merge_traces, merge_traces_to_samples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample

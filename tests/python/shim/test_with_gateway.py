@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
-from agentcore_slime._samples import ShimRecord
+from agentcore_slime.rollout import runtime
+from agentcore_slime.rollout.samples import ShimRecord
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import FakeSGLang, text_policy
@@ -60,13 +61,13 @@ def test_rollout_with_the_real_gateway(
     chat = Behaviour(result={"rewards": 1.0}, chat=["What is 2+2?", "Are you sure?"])
     agent = StandinAgent(lambda payload, sid: chat, local_s3.client())
     agent.start()
-    rollout._STATE.reset()
+    runtime._STATE.reset()
     try:
         args = _args_for(agent, s3_bucket, model_dir, fake, rollout_batch_size=1, n_samples_per_prompt=2)
         before = len(fake.requests)
         output = rollout.generate_rollout(args, 0, ListDataSource([{"prompt": "q", "metadata": {"q": 1}}], 2))
     finally:
-        rollout._STATE.reset()
+        runtime._STATE.reset()
         agent.stop()
     samples = flatten(output.samples)
     check_sample_invariants(samples)
@@ -105,8 +106,8 @@ def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_
 
     def script(payload: dict[str, Any], sid: str) -> Behaviour:
         if not killed:  # the first episode: its session is open, the agent runs; the gateway dies
-            assert rollout._STATE.runtime is not None
-            pid = rollout._STATE.runtime.gateway.pid  # type: ignore[attr-defined]
+            assert runtime._STATE.runtime is not None
+            pid = runtime._STATE.runtime.gateway.pid  # type: ignore[attr-defined]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
             return Behaviour(result={"rewards": 1.0})
@@ -116,7 +117,7 @@ def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_
     agent.start()
     data = tmp_path / "val.jsonl"
     data.write_text(json.dumps({"prompt": "q", "metadata": {"q": 1}}) + "\n")
-    rollout._STATE.reset()
+    runtime._STATE.reset()
     try:
         args = _args_for(
             agent, s3_bucket, model_dir, fake, eval_datasets=[EvalDatasetConfig(name="val", path=str(data))]
@@ -125,14 +126,14 @@ def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_
         record = ShimRecord.of(first.data["val"]["samples"][0])
         assert first.metrics["eval/val/failed"] == 1 and record.failure == "gateway_error"
         assert f"the gateway process (pid {killed[0]}) died: killed by SIGKILL" in record.reason
-        first_url = rollout._STATE.runtime.gateway.url  # type: ignore[union-attr]
+        first_url = runtime._STATE.runtime.gateway.url  # type: ignore[union-attr]
 
         before = len(fake.requests)
         second = rollout.generate_rollout(args, 1, None, evaluation=True)
-        gateway = rollout._STATE.runtime.gateway  # type: ignore[union-attr]
+        gateway = runtime._STATE.runtime.gateway  # type: ignore[union-attr]
         assert gateway.pid != killed[0] and gateway.url != first_url  # GATEWAY_PORT 0: a new port
         assert second.data["val"]["rewards"] == [1.0] and second.metrics["eval/val/failed"] == 0
         assert len(fake.requests) == before + 1  # the agent's call went through the new gateway
     finally:
-        rollout._STATE.reset()
+        runtime._STATE.reset()
         agent.stop()

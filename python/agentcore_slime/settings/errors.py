@@ -1,4 +1,5 @@
-"""The launcher's errors: the toolkit's one hierarchy (:mod:`agentcore_slime.errors`).
+"""The toolkit's one error hierarchy (:mod:`agentcore_slime.errors`), as the settings' modules
+and the launchers import it.
 
 Bad input is reported as ``bin/train: <what> (<how>)`` with exit status 2.
 """

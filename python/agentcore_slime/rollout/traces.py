@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentcore_slime._samples import KIND_EPISODE, ShimRecord, with_record
 from agentcore_slime.gateway.trace import CallTrace
+from agentcore_slime.rollout.samples import KIND_EPISODE, ShimRecord, with_record
 
 # Number of spot checks of the older prefix for bridged calls (constant cost per call).
 _PROBES = 8

@@ -22,14 +22,12 @@ class Variant:
     :param entry: slime's entry point, relative to SLIME_DIR.
     :param colocate: training and rollout share every GPU (``--colocate``); otherwise the GPUs
         are split (``--rollout-num-gpus``), as train_async.py requires.
-    :param trains: False for evaluation only (``--num-rollout 0``, no checkpoints).
     :param summary: the ``# Summary:`` of the rendered script (``{exp_id}`` is filled in).
     """
 
     script: str
     entry: str
     colocate: bool
-    trains: bool
     summary: str
 
 
@@ -38,14 +36,12 @@ VARIANTS: dict[str, Variant] = {
         "train.sh",
         "train.py",
         True,
-        True,
         "train {exp_id} with slime (synchronous, colocated: train.py)",
     ),
     "async": Variant(
         "train_async.sh",
         "train_async.py",
         False,
-        True,
         "train {exp_id} with slime (one-step off-policy, GPUs split: train_async.py)",
     ),
 }

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .render import Rendered, RunPaths, _environment, _num, env_text, shell_quote
-from .schema import rollout_keys
-from .validate import Config
+from ..scripts.render import Rendered, RunPaths, _environment, _num, env_text, shell_quote
+from ..settings.schema import rollout_keys
+from ..settings.validate import Config
 
 TEMPLATE = "eval_sglang.sh.j2"
 SCRIPT = "eval.sh"

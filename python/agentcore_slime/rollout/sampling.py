@@ -15,7 +15,6 @@ code with simulated agents.
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -109,21 +108,3 @@ async def sample_groups(
         outcome.aborted = list(pending.values())
         await _cancel_all(pending)
     return outcome
-
-
-def load_function(path: str) -> Callable[..., Any]:
-    """Import ``package.module.function`` (the form of slime's ``--*-path`` flags).
-
-    :raises ValueError: the path is malformed, the module or the attribute is missing.
-    """
-    module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ValueError(f"{path!r} is not a dotted path module.function")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
-    function = getattr(module, attr, None)
-    if not callable(function):
-        raise ValueError(f"{module_name!r} has no function {attr!r}")
-    return function  # type: ignore[no-any-return]

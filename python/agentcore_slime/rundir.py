@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import ConfigError
+from .settings.errors import ConfigError
 
 PROG = "bin/train"
 #: file in the run directory recording the checksum of every file we rendered

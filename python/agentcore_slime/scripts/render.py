@@ -16,9 +16,9 @@ from pathlib import Path
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from .schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
-from .validate import Config, global_batch_size
-from .variants import TEMPLATE, VARIANTS, Variant
+from ..settings.schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
+from ..settings.validate import Config, global_batch_size
+from ..settings.variants import TEMPLATE, VARIANTS, Variant
 
 logger = logging.getLogger(__name__)
 
@@ -122,19 +122,22 @@ def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[s
 
     :param config: the resolved configuration.
     :param run_dir: the run directory (for --custom-config-path).
-    :param variant: the script being rendered (colocated or split GPUs, training or eval only).
+    :param variant: the script being rendered (colocated or split GPUs).
     """
     c = config.values
     save_dir = str(c["SAVE_DIR"])
-    ckpt = [["--hf-checkpoint", str(c["MODEL_DIR"])], ["--ref-load", str(c["MODEL_DIR"])]]
-    if variant.trains:
-        ckpt += [["--save", save_dir], ["--save-interval", _num(c["SAVE_INTERVAL"])]]
-    if variant.trains and c["SAVE_HF"]:
+    ckpt = [
+        ["--hf-checkpoint", str(c["MODEL_DIR"])],
+        ["--ref-load", str(c["MODEL_DIR"])],
+        ["--save", save_dir],
+        ["--save-interval", _num(c["SAVE_INTERVAL"])],
+    ]
+    if c["SAVE_HF"]:
         ckpt.append(["--save-hf", f"{save_dir}/hf/{{rollout_id}}"])
     rollout = [
         ["--prompt-data", str(c["DATA_PATH"])],
         ["--input-key", "prompt"],
-        ["--num-rollout", _num(c["NUM_ROLLOUT"]) if variant.trains else "0"],
+        ["--num-rollout", _num(c["NUM_ROLLOUT"])],
         ["--rollout-batch-size", _num(c["ROLLOUT_BATCH_SIZE"])],
         ["--n-samples-per-prompt", _num(c["N_SAMPLES_PER_PROMPT"])],
         ["--global-batch-size", str(global_batch_size(c))],
@@ -187,7 +190,6 @@ def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[s
                 ["--optimizer", "adam"],
                 ["--lr", _num(c["LR"])],
                 ["--lr-decay-style", "constant"],
-                *_eval_only_schedule(variant),
                 ["--weight-decay", _num(c["WEIGHT_DECAY"])],
                 ["--adam-beta1", "0.9"],
                 ["--adam-beta2", _num(c["ADAM_BETA2"])],
@@ -208,19 +210,6 @@ def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[s
         ),
     ]
     return groups
-
-
-def _eval_only_schedule(variant: Variant) -> list[list[str]]:
-    """Eval only: a placeholder LR-decay length so the actor can start at all.
-
-    slime sizes the LR schedule as ``num_rollout * rbs * n // global_batch_size`` train
-    iterations (``megatron_utils/model.py:204-207`` at fa3c990); with ``--num-rollout 0`` that
-    is 0 decay steps and Megatron's ``OptimizerParamScheduler`` asserts ``lr_decay_steps > 0``
-    (``megatron/core/optimizer_param_scheduler.py:136`` at 1dcf0da) while building the actor,
-    before ``train.py`` reaches its eval-only branch. No optimizer step is taken, so the
-    value only has to be positive.
-    """
-    return [] if variant.trains else [["--lr-decay-iters", "1"]]
 
 
 def _misc_flags(c: dict[str, Value], variant: Variant) -> list[list[str]]:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..launch.render import flag_groups, passthrough_flags
-from ..launch.validate import Config
-from ..launch.variants import VARIANTS
+from ..scripts.render import flag_groups, passthrough_flags
+from ..settings.validate import Config
+from ..settings.variants import VARIANTS
 
 #: seconds a probe of the job's python may take (imports of slime/SGLang/torch are slow)
 PROBE_TIMEOUT = 300.0

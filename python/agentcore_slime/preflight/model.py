@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..launch.render import passthrough_flags
+from ..scripts.render import passthrough_flags
 from .context import Context
 from .report import Result, failed, passed
 

@@ -262,10 +262,6 @@ def check_variant(config: Config, variant: Variant) -> list[str]:
     warnings: list[str] = []
     if any(c[name] is None for name in _VARIANT_INPUTS):
         return warnings  # a value that did not convert, already reported
-    if not variant.trains and c["VAL_DATA_PATH"] is None:
-        raise ConfigError(
-            "--variant eval needs VAL_DATA_PATH", "set VAL_DATA_PATH to the JSONL to evaluate on"
-        )
     gpus = int(str(c["NUM_GPUS"]))
     nodes = int(str(c["NUM_NODES"]))
     if nodes > 1 and not variant.colocate:

@@ -7,7 +7,7 @@ For development (running the rollout outside ``bin/train``), a key that is missi
 (``AGENT_URL``, ``S3_BUCKET``, ...), then to the declared default.
 
 Every key, its type, default and choices are declared once in
-:mod:`agentcore_slime.launch.schema` (the ``Key(...)`` entries with ``rollout=True``);
+:mod:`agentcore_slime.settings.schema` (the ``Key(...)`` entries with ``rollout=True``);
 :class:`ToolkitConfig` has one field per such key. :func:`load_config` validates
 everything at once, at the rollout's first call, and raises one
 :class:`~agentcore_slime.errors.ConfigError` that lists every unknown key (naming the
@@ -17,6 +17,7 @@ closest known one) and every bad value, what is wrong, and where to set it.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import re
 from collections.abc import Callable
@@ -25,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.errors import ConfigError, raise_all
-from agentcore_slime.launch.checks import (
+from agentcore_slime.settings.checks import (
     LOG_PASSRATE_HOW,
     check_agent,
     check_bucket,
     check_exp_id,
     check_global_batch_divides,
 )
-from agentcore_slime.launch.schema import (
+from agentcore_slime.settings.schema import (
     KEYS_BY_NAME,
     NONE,
     Key,
@@ -48,6 +49,7 @@ __all__ = [
     "ToolkitConfig",
     "check_slime_args",
     "load_config",
+    "load_function",
     "sampling_settings",
 ]
 
@@ -279,8 +281,6 @@ def _rollout_flag_problems(args: Any) -> list[ConfigError]:
             problems.append(ConfigError(f"{key}: {flag} is set, but {why}", "remove the flag"))
     path = getattr(args, "dynamic_sampling_filter_path", None)
     if path:
-        from agentcore_slime.sampling import load_function
-
         try:
             load_function(str(path))
         except ValueError as exc:
@@ -293,7 +293,7 @@ def _rollout_flag_problems(args: Any) -> list[ConfigError]:
 def check_slime_args(args: Any) -> None:
     """Reject slime settings the shim cannot honour, before anything starts.
 
-    The same flags are refused by ``bin/train`` (``launch/validate.py``); this catches a
+    The same flags are refused by ``bin/train`` (``settings/validate.py``); this catches a
     rendered script edited by hand.
 
     - ``--rollout-top-p`` other than 1.0: slime then needs top-p replay data on every
@@ -344,3 +344,21 @@ def _global_batch_problems(args: Any) -> list[ConfigError]:
     except ConfigError as exc:
         return [exc]
     return []
+
+
+def load_function(path: str) -> Callable[..., Any]:
+    """Import ``package.module.function`` (the form of slime's ``--*-path`` flags).
+
+    :raises ValueError: the path is malformed, the module or the attribute is missing.
+    """
+    module_name, _, attr = path.rpartition(".")
+    if not module_name or not attr:
+        raise ValueError(f"{path!r} is not a dotted path module.function")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
+    function = getattr(module, attr, None)
+    if not callable(function):
+        raise ValueError(f"{module_name!r} has no function {attr!r}")
+    return function  # type: ignore[no-any-return]

@@ -3,7 +3,7 @@ choices, one line of doc.
 
 Everything else derives from :data:`KEYS`: ``bin/train``'s validation (:mod:`.validate`), the
 resolved ``runs/<EXP_ID>/env``, the rendered ``toolkit.yaml``, the rollout's
-:class:`~agentcore_slime.config.ToolkitConfig` (:func:`~agentcore_slime.config.load_config`),
+:class:`~.config.ToolkitConfig` (:func:`~.config.load_config`),
 the gateway's :meth:`~agentcore_slime.gateway.config.GatewayConfig.from_env`, and the reference
 tables in README.md, docs/launcher.md, docs/rollout.md and docs/gateway.md (tests check them).
 
@@ -644,7 +644,7 @@ def generated_block(name: str) -> str:
     :param name: a key of :data:`GENERATED`.
     """
     return (
-        f"<!-- generated: PYTHONPATH=python python3 -m agentcore_slime.launch.schema {name} "
+        f"<!-- generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema {name} "
         "(tests check it) -->\n" + GENERATED[name]() + "<!-- end generated -->\n"
     )
 

@@ -13,10 +13,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: the class of an episode that ended with the agent's own reward (any value): reward signal
-SIGNAL = "signal"
-#: the class of an episode that failed for any other reason: kept out of the gradient
-INFRASTRUCTURE = "infrastructure"
+from agentcore_slime.observe.records import INFRASTRUCTURE
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Checks that relate settings to each other or to outside rules (S3, ARNs), shared by
-``bin/train``'s validation and the rollout's :func:`~agentcore_slime.config.load_config`.
+``bin/train``'s validation and the rollout's :func:`~agentcore_slime.settings.config.load_config`.
 
 Standard library only. Each check raises a :class:`~agentcore_slime.errors.ConfigError` that
 says what is wrong and how to fix it.

@@ -16,13 +16,13 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
-from .cli import run_script
-from .envfile import read_env_file
-from .errors import ConfigError
-from .eval_render import SCRIPT, EvalRequest, commands, render_eval
-from .render import RunPaths, shell_quote
-from .rundir import write_run_dir
-from .validate import Config, parse_overrides, resolve
+from ..launch.cli import run_script
+from ..rundir import write_run_dir
+from ..scripts.render import RunPaths, shell_quote
+from ..settings.envfile import read_env_file
+from ..settings.errors import ConfigError
+from ..settings.validate import Config, parse_overrides, resolve
+from .render import SCRIPT, EvalRequest, commands, render_eval
 
 PROG = "bin/eval"
 #: external commands eval.sh needs in a real run
@@ -141,3 +141,7 @@ def _run(argv: list[str]) -> int:
         return 0
     say(f"running {script} (log: {run_dir / 'eval.log'})")
     return run_script(script)
+
+
+if __name__ == "__main__":  # bin/eval: python -m agentcore_slime.evaluate.launch
+    raise SystemExit(main())

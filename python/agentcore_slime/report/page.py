@@ -1,0 +1,57 @@
+"""Render the report page of a run: the figures (:mod:`.plots`) and the template, into RUN_DIR/report.html."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agentcore_slime.observe.runlog import write_whole
+from agentcore_slime.report.build import RunData, load_run
+
+REPORT_FILE = "report.html"
+
+
+def render_report(data: RunData) -> str:
+    """The report page's HTML.
+
+    :param data: what :func:`load_run` read.
+    """
+    import jinja2
+
+    from agentcore_slime.report import plots  # matplotlib: imported when a page is rendered
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent),
+        autoescape=True,  # agent text may hold HTML: it must show as text
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["pretty"] = _pretty
+    template = env.get_template("report.html.j2")
+    return template.render(data=data, figures=plots.figures(data))
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def write_report(run_dir: Path) -> Path:
+    """Render ``run_dir/report.html`` (replacing the last one whole, never through a link).
+
+    :param run_dir: ``runs/<EXP_ID>/``.
+    :returns: the report's path.
+    """
+    target = run_dir / REPORT_FILE
+    write_whole(target, render_report(load_run(run_dir)))
+    return target
