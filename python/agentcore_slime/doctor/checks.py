@@ -22,6 +22,7 @@ from .environment import check_environment
 from .flags import check_flags
 from .gpus import check_gpus
 from .model import check_model
+from .ray_security import check_ray_security
 from .report import Result, Status, failed
 from .rollout import check_rollout
 
@@ -54,6 +55,7 @@ CHECKS: tuple[Check, ...] = (
     Check("rollout", check_rollout),
     Check("aws", check_aws, network=True),
     Check("disk", check_disk, blocking=True),
+    Check("ray", check_ray_security),
 )
 
 

@@ -223,8 +223,8 @@ KEYS: tuple[Key, ...] = (
         "Ray token authentication: `token` (a Ray without it is refused) or `none` (explicit opt-out)",
         choices=("token", NONE),
     ),
-    Key("RAY_TLS", Kind.BOOL, "false", "Ray's own TLS on its gRPC (RAY_USE_TLS); needs the three files below"),
-    Key("RAY_TLS_CA_CERT", Kind.PATH, None, "RAY_TLS: the CA certificate that signed every node's certificate"),
+    Key("RAY_TLS", Kind.BOOL, "false", "Ray's own TLS on its gRPC (RAY_USE_TLS); needs the 3 files below"),
+    Key("RAY_TLS_CA_CERT", Kind.PATH, None, "RAY_TLS: the CA that signed each node's certificate"),
     Key(
         "RAY_TLS_SERVER_CERT",
         Kind.PATH,
