@@ -270,10 +270,10 @@ start_ray_head() { # <num-gpus>
   if [[ -n ${TOOLKIT_NODE_IP:-} ]]; then node_ip=(--node-ip-address "$TOOLKIT_NODE_IP"); fi
   say "starting the Ray head with $1 GPUs (temp dir $RAY_TEMP_DIR, port $RAY_PORT)"
   TOOLKIT_RAY_STARTED=1 # from here on, whatever part of Ray came up is ours to stop
-  run_interruptibly ray start --head --num-gpus "$1" --disable-usage-stats "${node_ip[@]}" \
+  run_interruptibly ray start --head --num-gpus "$1" --disable-usage-stats \
     --temp-dir "$RAY_TEMP_DIR" --port "$RAY_PORT" --dashboard-port "$RAY_DASHBOARD_PORT" \
     --ray-client-server-port "$RAY_CLIENT_SERVER_PORT" \
-    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" ||
+    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" "${node_ip[@]}" ||
     die "ray start failed (see the output above)"
 }
 

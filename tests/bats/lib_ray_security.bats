@@ -181,7 +181,7 @@ job 1 $WORK/tls/ca.crt $WORK/tls/node.crt $WORK/tls/node.key no-host-ip"
   bind_engines_to_loopback 2>/dev/null
   start_ray_head 1 2>/dev/null
   run calls
-  assert_output_contains "ray start --head --num-gpus 1 --disable-usage-stats --node-ip-address 127.0.0.1 --temp-dir"
+  assert_output "ray start --head --num-gpus 1 --disable-usage-stats --temp-dir $WORK/ray --port 6390 --dashboard-port 8266 --ray-client-server-port 10010 --dashboard-agent-listen-port 52370 --node-ip-address 127.0.0.1"
   run cat "$ENV_LOG"
   assert_output "start no-tls    127.0.0.1"
   unset TOOLKIT_NODE_IP
