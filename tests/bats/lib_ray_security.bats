@@ -74,7 +74,7 @@ stub_ray_env() {
 }
 
 @test "RAY_AUTH=none opts out explicitly: a warning, no RAY_AUTH_* in the environment" {
-  export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/elsewhere
+  export "RAY_AUTH_MODE=token" "RAY_AUTH_TOKEN_PATH=/elsewhere" # as if inherited
   setup_ray_auth "$HOME/.ray/auth_token" 1 none 2>"$WORK/err"
   grep -q "warning: RAY_AUTH=none: Ray token authentication is off" "$WORK/err"
   [[ ! -v RAY_AUTH_MODE && ! -v RAY_AUTH_TOKEN_PATH && ! -e $HOME/.ray/auth_token ]] || flunk "auth still on"

@@ -127,7 +127,9 @@ def check_ray_tls(ctx: Context) -> Result:
         if problem:
             return failed("ray.tls", problem, f"fix {name} in the env file ({DOCS})")
     address = own_address()
-    problem = handshake_problem(*paths.values(), address=address)
+    problem = handshake_problem(
+        paths["RAY_TLS_CA_CERT"], paths["RAY_TLS_SERVER_CERT"], paths["RAY_TLS_SERVER_KEY"], address
+    )
     if problem:
         return failed(
             "ray.tls",

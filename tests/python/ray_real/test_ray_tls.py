@@ -6,8 +6,9 @@ test_real_ray.py), with self-signed certificates made here with openssl (a CA, a
 certificate per node naming 127.0.0.1 and this machine's address). The worker joins the head
 through a TCP proxy that records every byte both ways: the network between the nodes. The
 proxy listens on this machine's address, not on 127.0.0.1: `ray start --address` replaces a
-loopback head address with the node's own address before it connects. With TLS the token occurs zero times in what the proxy saw; the control run without TLS
-(same proxy, same run) shows the token crossing in cleartext, which proves the proxy sees it.
+loopback head address with the node's own address before it connects. With TLS the token
+occurs zero times in what the proxy saw; the control run without TLS (same proxy, same run)
+shows the token crossing in cleartext, which proves the proxy sees it.
 """
 
 from __future__ import annotations
