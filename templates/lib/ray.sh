@@ -35,41 +35,162 @@ ray_has_token_auth() {
   ray get-auth-token --help >/dev/null 2>&1
 }
 
+# refuse_foreign_secret FILE WHAT: exit 1 unless FILE (when it exists) is a regular file, not a
+# link, owned by this user and writable by no one else, in a directory of this user's that no
+# one else can write (else another user could swap FILE between this check and Ray's read).
+refuse_foreign_secret() { # <file> <what>
+  local file=$1 what=$2 dir uid owner mode
+  uid=$(id -u)
+  dir=$(dirname -- "$file")
+  read -r owner mode < <(stat -L -c '%u %a' -- "$dir") || die "cannot read the directory of $what $file"
+  ((owner == uid)) ||
+    die "$what $file is in $dir, which belongs to uid $owner, not to you (uid $uid): another user could replace it (keep it in a directory of yours, such as ~/.ray)"
+  (((8#$mode & 8#022) == 0)) ||
+    die "$what $file is in $dir, which other users can write (mode $mode): they could replace it (chmod go-w $dir)"
+  [[ -e $file || -L $file ]] || return 0
+  [[ ! -L $file ]] ||
+    die "$what $file is a symbolic link (to $(readlink -- "$file")): the toolkit never reads a secret through a link (remove the link; the head creates a new token, or copy the head's file in its place)"
+  [[ -f $file ]] || die "$what $file is not a regular file (remove it)"
+  read -r owner mode < <(stat -c '%u %a' -- "$file") || die "cannot read $what $file"
+  ((owner == uid)) ||
+    die "$what $file belongs to uid $owner, not to you (uid $uid): its content may be theirs (remove it, or copy the head's file in its place)"
+  (((8#$mode & 8#022) == 0)) ||
+    die "$what $file is writable by other users (mode $mode): its content may be theirs (remove it; the head creates a new token, or copy the head's file in its place, mode 0600)"
+}
+
 # ensure_token_file FILE: reuse FILE (made mode 0600) or create it with a random token.
-# The token is written by python3 straight into the file: never printed, never on argv.
+# The token is written by python3 straight into a new file (O_EXCL, no link followed), then
+# renamed over FILE: never printed, never on argv.
 ensure_token_file() { # <file>
   local file=$1
+  (umask 077 && mkdir -p -- "$(dirname -- "$file")") ||
+    die "cannot create the directory of the Ray token file $file (set TOOLKIT_RAY_TOKEN_FILE to a path of yours)"
+  refuse_foreign_secret "$file" "the Ray token file"
   if [[ -s $file ]]; then
     chmod 600 "$file" || die "cannot chmod 600 $file (is it yours?)"
     say "Ray token authentication: using $file"
     return 0
   fi
-  (
-    umask 077
-    mkdir -p "$(dirname "$file")"
-    python3 -c 'import secrets, sys; sys.stdout.write(secrets.token_hex(32))' >"$file.new.$$"
-    mv -f "$file.new.$$" "$file"
-  ) || die "cannot create the Ray token file $file (set TOOLKIT_RAY_TOKEN_FILE to a writable path)"
+  python3 - "$file" <<'PY' || die "cannot create the Ray token file $file (set TOOLKIT_RAY_TOKEN_FILE to a writable path)"
+import os, secrets, sys
+path = sys.argv[1]
+new = f"{path}.new.{os.getpid()}"
+fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+with os.fdopen(fd, "w") as out:
+    out.write(secrets.token_hex(32))
+os.replace(new, path)
+PY
   say "Ray token authentication: created $file (mode 0600)"
 }
 
-# setup_ray_auth TOKEN_FILE CREATE: turn on token authentication for every ray command of
-# this script (and the Ray it starts) through the environment: RAY_AUTH_MODE=token and
-# RAY_AUTH_TOKEN_PATH. CREATE=1 creates a missing token (head); a worker must get the head's.
-setup_ray_auth() { # <token-file> <create>
+# setup_ray_auth TOKEN_FILE CREATE [MODE]: MODE token (the default) turns on token
+# authentication for every ray command of this script (and the Ray it starts) through the
+# environment: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH. CREATE=1 creates a missing token
+# (head); a worker must get the head's. A Ray without token authentication is refused.
+# MODE none (the env file's RAY_AUTH=none, an explicit opt-out) runs without, with a warning.
+setup_ray_auth() { # <token-file> <create> [<mode>]
   unset RAY_AUTH_TOKEN # a token in the environment would win over the file the workers use
-  if ! ray_has_token_auth; then
-    say "warning: this Ray ($(ray --version 2>/dev/null || echo 'unknown version')) has no token authentication: anyone who reaches this node's Ray ports can run code on it (install the Ray that install_slime.sh pins)"
+  if [[ ${3:-token} == none ]]; then
+    unset RAY_AUTH_MODE RAY_AUTH_TOKEN_PATH
+    say "warning: RAY_AUTH=none: Ray token authentication is off; anyone who reaches this node's Ray ports can run code as you (remove RAY_AUTH=none from the env file to turn it on)"
     return 0
   fi
+  ray_has_token_auth ||
+    die "this Ray ($(ray --version 2>/dev/null || echo 'unknown version')) has no token authentication: anyone who reaches this node's Ray ports could run code as you (install the Ray that install_slime.sh pins, >= 2.52; or set RAY_AUTH=none in the env file to run without it)"
   if [[ $2 == 1 ]]; then
     ensure_token_file "$1"
-  elif [[ ! -s $1 ]]; then
-    die "no Ray token at $1 (copy the head's token file here, mode 0600: scp HEAD:$1 $1 && chmod 600 $1; or set TOOLKIT_RAY_TOKEN_FILE)"
   else
+    [[ -s $1 || -L $1 ]] ||
+      die "no Ray token at $1 (copy the head's token file here, mode 0600: scp HEAD:$1 $1 && chmod 600 $1; or set TOOLKIT_RAY_TOKEN_FILE)"
+    refuse_foreign_secret "$1" "the Ray token file"
     chmod 600 "$1" || die "cannot chmod 600 $1 (is it yours?)"
   fi
   export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$1
+}
+
+# setup_ray_tls ON CA CERT KEY NUM_NODES PEER: ON=1 turns on Ray's own TLS (mutual TLS of its
+# gRPC) for every ray command of this script and the Ray it starts, through the environment
+# Ray's processes inherit (RAY_USE_TLS, RAY_TLS_CA_CERT, RAY_TLS_SERVER_CERT, RAY_TLS_SERVER_KEY),
+# after checking the files (check_ray_tls_files; PEER: see there). ON=0 clears them, with a
+# warning when the run spans nodes: Ray's traffic, the token included, is then cleartext.
+setup_ray_tls() { # <on> <ca-cert> <cert> <key> <num-nodes> <peer>
+  if [[ $1 != 1 ]]; then
+    unset RAY_USE_TLS RAY_TLS_CA_CERT RAY_TLS_SERVER_CERT RAY_TLS_SERVER_KEY
+    (($5 <= 1)) ||
+      say "warning: RAY_TLS is off on a $5-node run: Ray's traffic between the nodes, its token included, crosses the network in cleartext (set RAY_TLS=1 and the RAY_TLS_* files in the env file; docs/launcher.md, 'Ray security: tokens and TLS')"
+    return 0
+  fi
+  check_ray_tls_files "$2" "$3" "$4" "$6"
+  export RAY_USE_TLS=1 RAY_TLS_CA_CERT=$2 RAY_TLS_SERVER_CERT=$3 RAY_TLS_SERVER_KEY=$4
+  say "Ray TLS: on (certificate $3, CA $2)"
+}
+
+# refuse_unsafe_tls_file FILE WHAT PRIVATE: exit 1 unless FILE (links resolved) is a regular
+# file owned by this user or root that no other user can write (they could swap in their own
+# CA or certificate); PRIVATE=1 (the key): nobody else can read it either.
+refuse_unsafe_tls_file() { # <file> <what> <private>
+  local file=$1 real owner mode uid
+  uid=$(id -u)
+  real=$(readlink -f -- "$file") && [[ -f $real && -r $real ]] ||
+    die "RAY_TLS: $2 $file is missing or not a readable file (set $2 in the env file to this node's file)"
+  read -r owner mode < <(stat -c '%u %a' -- "$real") || die "RAY_TLS: cannot read $2 $file"
+  [[ $owner == "$uid" || $owner == 0 ]] ||
+    die "RAY_TLS: $2 $file belongs to uid $owner, not to you or root: its content may be theirs (use files of yours)"
+  (((8#$mode & 8#022) == 0)) || die "RAY_TLS: $2 $file is writable by other users (mode $mode) (chmod go-w $real)"
+  [[ $3 != 1 ]] || (((8#$mode & 8#077) == 0)) ||
+    die "RAY_TLS: the private key $file is readable by other users (mode $mode) (chmod 600 $real)"
+}
+
+# check_ray_tls_files CA CERT KEY PEER: exit 1 unless the files are safe (above) and a TLS
+# handshake in memory, both ways as Ray's mutual TLS does, succeeds: KEY matches CERT, CERT is
+# valid now and signed by CA, and CERT names this node's address (the one its traffic to PEER
+# leaves from: the head's address for a worker, 8.8.8.8's route for the head, as Ray picks it).
+check_ray_tls_files() { # <ca-cert> <cert> <key> <peer>
+  refuse_unsafe_tls_file "$1" RAY_TLS_CA_CERT 0
+  refuse_unsafe_tls_file "$2" RAY_TLS_SERVER_CERT 0
+  refuse_unsafe_tls_file "$3" RAY_TLS_SERVER_KEY 1
+  python3 - "$@" <<'PY' || die "RAY_TLS: the certificate files do not work for this node (see the line above; docs/launcher.md, 'Ray security: tokens and TLS')"
+import socket, ssl, sys
+ca, cert, key, peer = sys.argv[1:5]
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+    try:
+        probe.connect((peer, 80))
+        address = probe.getsockname()[0]
+    except OSError:
+        address = "127.0.0.1"
+def context(side):
+    ctx = ssl.SSLContext(side)
+    ctx.load_verify_locations(ca)
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_cert_chain(cert, key)
+    return ctx
+try:
+    client, server = context(ssl.PROTOCOL_TLS_CLIENT), context(ssl.PROTOCOL_TLS_SERVER)
+except ssl.SSLError as err:
+    sys.exit(f"RAY_TLS: {key} is not the key of {cert}, or a file is not PEM ({err.reason})")
+pipes = [ssl.MemoryBIO() for _ in range(4)]
+ends = [client.wrap_bio(pipes[0], pipes[1], server_hostname=address),
+        server.wrap_bio(pipes[2], pipes[3], server_side=True)]
+done = [False, False]
+try:
+    for _ in range(10):
+        for i, end in enumerate(ends):
+            try:
+                end.do_handshake()
+                done[i] = True
+            except ssl.SSLWantReadError:
+                pass
+        pipes[2].write(pipes[1].read())
+        pipes[0].write(pipes[3].read())
+        if all(done):
+            break
+except ssl.SSLCertVerificationError as err:
+    sys.exit(f"RAY_TLS: {cert} does not verify for this node's address {address} with the CA {ca}: {err.verify_message}")
+except ssl.SSLError as err:
+    sys.exit(f"RAY_TLS: a TLS handshake with {cert} and the CA {ca} fails: {err.reason}")
+if not all(done):
+    sys.exit("RAY_TLS: the TLS handshake check did not finish")
+PY
 }
 
 # acquire_run_lock LOCK EXP_ID: one run at a time on a node's Ray. LOCK holds the holder's
@@ -127,14 +248,32 @@ run_interruptibly() { # <command>...
   wait "$TOOLKIT_CHILD_PID"
 }
 
+# bind_engines_to_loopback: a one-node run's Ray node address is 127.0.0.1 (ray start
+# --node-ip-address, through TOOLKIT_NODE_IP), and SLIME_HOST_IP=127.0.0.1 is exported for the
+# Ray workers: slime binds its SGLang engines to the Ray node's address and its router to
+# SLIME_HOST_IP. They take unauthenticated HTTP (slime's own calls to them send no key; docs/
+# launcher.md), so this keeps the network out. Other local users still reach 127.0.0.1.
+# A SLIME_HOST_IP the user exported wins (and the node keeps Ray's own choice of address).
+bind_engines_to_loopback() {
+  if env_is_set SLIME_HOST_IP; then
+    say "warning: SLIME_HOST_IP is set: the SGLang engines and router listen on the node's network address without authentication (unset it to keep them on 127.0.0.1)"
+    return 0
+  fi
+  export SLIME_HOST_IP=127.0.0.1
+  TOOLKIT_NODE_IP=127.0.0.1
+  say "one node: Ray, the SGLang engines and the router listen on 127.0.0.1 only"
+}
+
 # start_ray_head NUM_GPUS: start this run's Ray head (stopped again by the cleanup traps).
 start_ray_head() { # <num-gpus>
+  local -a node_ip=()
+  if [[ -n ${TOOLKIT_NODE_IP:-} ]]; then node_ip=(--node-ip-address "$TOOLKIT_NODE_IP"); fi
   say "starting the Ray head with $1 GPUs (temp dir $RAY_TEMP_DIR, port $RAY_PORT)"
   TOOLKIT_RAY_STARTED=1 # from here on, whatever part of Ray came up is ours to stop
   run_interruptibly ray start --head --num-gpus "$1" --disable-usage-stats \
     --temp-dir "$RAY_TEMP_DIR" --port "$RAY_PORT" --dashboard-port "$RAY_DASHBOARD_PORT" \
     --ray-client-server-port "$RAY_CLIENT_SERVER_PORT" \
-    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" ||
+    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" "${node_ip[@]}" ||
     die "ray start failed (see the output above)"
 }
 

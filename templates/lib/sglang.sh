@@ -175,6 +175,7 @@ eval_cleanup_on_exit() {
   trap - EXIT
   stop_evaluation
   stop_sglang_server
+  remove_engine_key_file
   say "exit status $status"
   stop_logging
   exit "$status"
@@ -185,4 +186,32 @@ install_eval_cleanup_trap() {
   trap 'eval_cleanup_on_signal INT' INT
   trap 'eval_cleanup_on_signal TERM' TERM
   trap eval_cleanup_on_exit EXIT
+}
+
+# make_engine_api_key: a random API key that the SGLang server this script starts requires
+# (SGLang's --api-key: every route but /health* and /metrics needs `Authorization: Bearer
+# KEY`), so that only this run's evaluation can call /generate and the admin routes; other
+# local users reach 127.0.0.1 too. Never on argv: SGLang reads it from a private YAML given with
+# --config (TOOLKIT_ENGINE_KEY_FILE: mktemp, mode 0600, a new name; deleted by
+# remove_engine_key_file once SGLang has read it), and the evaluation's gateway gets it as
+# TOOLKIT_ENGINE_API_KEY (exported: /proc/PID/environ is readable by this user only).
+make_engine_api_key() {
+  TOOLKIT_ENGINE_KEY_FILE=$(mktemp --suffix=.yaml "${TMPDIR:-/tmp}/agentcore-sglang-key.XXXXXXXX") ||
+    die "cannot create a private file for the SGLang API key (set TMPDIR to a directory of yours)"
+  read -r TOOLKIT_ENGINE_API_KEY < <(
+    python3 - "$TOOLKIT_ENGINE_KEY_FILE" <<'PY'
+import secrets, sys
+key = secrets.token_hex(32)
+with open(sys.argv[1], "w", encoding="utf-8") as out:  # mktemp made it: ours, 0600
+    out.write(f"api-key: {key}\n")
+print(key)
+PY
+  ) || die "python3 could not make the SGLang API key"
+  export TOOLKIT_ENGINE_API_KEY
+}
+
+# remove_engine_key_file: delete the key's YAML (SGLang reads it only while it starts).
+remove_engine_key_file() {
+  [[ -z ${TOOLKIT_ENGINE_KEY_FILE:-} ]] || rm -f -- "$TOOLKIT_ENGINE_KEY_FILE"
+  TOOLKIT_ENGINE_KEY_FILE=
 }

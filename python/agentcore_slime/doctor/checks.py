@@ -12,6 +12,7 @@ from .aws import check_aws
 from .environment import check_environment
 from .flags import check_flags
 from .gpus import check_gpus
+from .ray_security import check_ray_security
 from .rollout import check_rollout
 
 MODEL, DATA, DISK = BLOCKING
@@ -25,6 +26,7 @@ CHECKS: tuple[Check, ...] = (
     Check("rollout", check_rollout),
     Check("aws", check_aws, network=True),
     DISK,
+    Check("ray", check_ray_security),
 )
 
 

@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import math
+import os
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,9 @@ import orjson
 from .wire import dump_json, new_id
 
 logger = logging.getLogger(__name__)
+
+#: the environment variable holding the engine's API key (set by bin/eval's eval.sh)
+ENGINE_KEY_ENV = "TOOLKIT_ENGINE_API_KEY"
 
 
 class EngineError(RuntimeError):
@@ -69,6 +73,8 @@ class EngineClient:
     :param read_timeout: seconds to wait for a completion (long: generations are slow).
     :param max_connections: connection pool size (0 = unlimited).
     :param vocab_size: ids at or above it are not the model's (0 = unchecked).
+    :param api_key: sent as ``Authorization: Bearer`` on every call when the engine requires a
+        key (SGLang ``--api-key``; bin/eval's server does), from ``TOOLKIT_ENGINE_API_KEY``.
     """
 
     url: str
@@ -79,11 +85,13 @@ class EngineClient:
     vocab_size: int = 0
     _session: aiohttp.ClientSession | None = None
     workers: list[str] = field(default_factory=list)  # engines behind a router ([] = bare engine)
+    api_key: str = field(default_factory=lambda: os.environ.get(ENGINE_KEY_ENV, ""), repr=False)
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=60)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.read_timeout)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers)
 
     async def close(self) -> None:
         if self._session is not None:

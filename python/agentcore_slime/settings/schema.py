@@ -216,6 +216,22 @@ KEYS: tuple[Key, ...] = (
     Key("RAY_DASHBOARD_PORT", Kind.INT, "8265", "Ray dashboard / job API port", minimum=1, maximum=65535),
     Key("RAY_CLIENT_SERVER_PORT", Kind.INT, "10001", "Ray client server port", minimum=1, maximum=65535),
     Key("RAY_DASHBOARD_AGENT_PORT", Kind.INT, "52365", "Ray dashboard agent port", minimum=1, maximum=65535),
+    Key(
+        "RAY_AUTH",
+        Kind.STR,
+        "token",
+        "Ray token authentication: `token` (a Ray without it is refused) or `none` (explicit opt-out)",
+        choices=("token", NONE),
+    ),
+    Key("RAY_TLS", Kind.BOOL, "false", "Ray's own TLS on its gRPC (RAY_USE_TLS); needs the 3 files below"),
+    Key("RAY_TLS_CA_CERT", Kind.PATH, None, "RAY_TLS: the CA that signed each node's certificate"),
+    Key(
+        "RAY_TLS_SERVER_CERT",
+        Kind.PATH,
+        None,
+        "RAY_TLS: this node's certificate (names its address); workers: same path, their own file",
+    ),
+    Key("RAY_TLS_SERVER_KEY", Kind.PATH, None, "RAY_TLS: this node's private key (mode 0600)"),
     # --- toolkit / ACR (toolkit.yaml) ---
     Key(
         "MODEL_ID",

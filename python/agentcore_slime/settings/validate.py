@@ -361,6 +361,20 @@ def _check_over_sampling(c: dict[str, Value]) -> None:
         )
 
 
+def check_ray_tls_files_set(values: dict[str, Value]) -> None:
+    """RAY_TLS needs its three files (Ray refuses to start without them, after a long wait).
+
+    :param values: the converted settings.
+    """
+    names = ("RAY_TLS_CA_CERT", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY")
+    missing = [name for name in names if values.get(name) is None]
+    if values.get("RAY_TLS") and missing:
+        raise ConfigError(
+            f"RAY_TLS=true needs {', '.join(missing)}",
+            "set each to a PEM file (docs/launcher.md, 'Ray security: tokens and TLS'), or RAY_TLS=false",
+        )
+
+
 #: checks that relate keys to each other, run once every value converted
 _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     lambda values: _unless_unset(check_exp_id, values["EXP_ID"]),
@@ -368,6 +382,7 @@ _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     lambda values: check_agent(values["AGENT_RUNTIME_ARN"], values["AGENT_URL"]),
     _check_model_type,
     _check_over_sampling,
+    check_ray_tls_files_set,
 )
 
 

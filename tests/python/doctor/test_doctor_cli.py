@@ -60,7 +60,7 @@ def test_the_known_trap_fails_then_passes_with_the_fix(
     ]
     assert err.startswith("bin/doctor: ") and err.endswith(" 1 failed\n")
     groups = {line.split()[1].split(".")[0] for line in out.splitlines()}
-    assert groups == {"env", "gpus", "model", "flags", "data", "rollout", "disk"}  # no aws: --offline
+    assert groups == {"env", "gpus", "model", "flags", "data", "rollout", "disk", "ray"}  # no aws: --offline
     # the same run with the fix, as JSON (the fix after -- works like EXTRA_FLAGS)
     assert doctor_cli.main(["--offline", "--json", str(machine), "--", "--norm-epsilon", "1e-6"]) == 0
     document = json.loads(capsys.readouterr().out)

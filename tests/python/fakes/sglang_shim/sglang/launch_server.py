@@ -10,6 +10,9 @@ check that the whole process group is stopped. Behaviour from the environment:
   default 2); ``ignore_term`` (serves; it and its child ignore SIGTERM).
 - ``FAKE_SGLANG_PIDS``: a file the server and its child append their PIDs to.
 - ``FAKE_SGLANG_ARGV``: a file the server writes its argv to (one word per line).
+
+``--api-key`` (or ``api-key`` in the YAML of ``--config``, as SGLang 0.5.13 reads it) turns on
+SGLang's key check (:func:`require_api_key`).
 - ``FAKE_SGLANG_SCRIPT``: a JSON file ``{question: {"expression": ..., "plan": "right"|"wrong"}}``
   for the math policy (the example math agent's conversation: a calculator call, then the
   boxed answer, off by one for "wrong"); it needs the tokenizer in ``--model-path``. Without it
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -29,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from aiohttp import web
 from fakes.math_policy import math_policy
 from fakes.sglang_server import Completion, FakeSGLang
@@ -48,8 +53,33 @@ def _args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--tp-size", type=int, default=1)
     parser.add_argument("--context-length", type=int, default=32768)
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--config", default=None)
     args, _ = parser.parse_known_args(argv)
+    if args.config:  # SGLang 0.5.13 prepare_server_args: a YAML of option: value, below the CLI
+        config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
+        if args.api_key is None:
+            args.api_key = config.get("api-key", config.get("api_key"))
     return args
+
+
+def require_api_key(app: web.Application, api_key: str) -> None:
+    """SGLang's --api-key rule (0.5.13 ``srt/utils/auth.py`` ``decide_request_auth``, normal
+    routes): OPTIONS, /health* and /metrics* are open; everything else needs
+    ``Authorization: Bearer <key>`` (or ``x-api-key``), else 401 ``{"error": "Unauthorized"}``."""
+
+    @web.middleware
+    async def authentication(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.method == "OPTIONS" or request.path.startswith(("/health", "/metrics")):
+            return await handler(request)  # type: ignore[no-any-return]
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        bearer = scheme.lower() == "bearer" and secrets.compare_digest(token, api_key)
+        header = secrets.compare_digest(request.headers.get("x-api-key", ""), api_key)
+        if not (bearer or header):
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)  # type: ignore[no-any-return]
+
+    app.middlewares.append(authentication)
 
 
 def fixed_policy(input_ids: list[int], sampling_params: dict[str, Any]) -> Completion:
@@ -96,6 +126,8 @@ def main(argv: list[str]) -> int:
     if script_path:
         policy = math_policy(args.model_path, json.loads(Path(script_path).read_text(encoding="utf-8")))
     engine = FakeSGLang(policy, context_length=args.context_length)
+    if args.api_key:
+        require_api_key(engine._app, args.api_key)
     loop = asyncio.new_event_loop()
     if mode == "dies":
         loop.call_later(float(os.environ.get("FAKE_SGLANG_DIE_AFTER", "2")), _die)

@@ -1,0 +1,187 @@
+"""Ray security checks: token authentication, Ray's TLS files, and the engines' open HTTP.
+
+``ray.tls`` checks the head's files the way Ray uses them (mutual TLS of its gRPC): each file
+is there, readable and safe (no other user can write it, nobody else can read the key), and a
+TLS handshake in memory, both sides presenting the certificate, succeeds: the key matches the
+certificate, the certificate is valid now and signed by the CA, and it names the head's
+address. Each worker's join.sh checks its own certificate the same way before it joins
+(templates/lib/ray.sh, ``check_ray_tls_files``). docs/launcher.md, "Ray security: tokens and
+TLS", says what TLS covers and what stays cleartext.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import stat
+from pathlib import Path
+
+from ..preflight.context import Context
+from ..preflight.report import Result, failed, passed, warned
+
+DOCS = "docs/launcher.md, 'Ray security: tokens and TLS'"
+TLS_FILES = ("RAY_TLS_CA_CERT", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY")
+
+
+def own_address(peer: str = "8.8.8.8") -> str:
+    """The address this node's traffic to ``peer`` leaves from (how Ray picks a node's address).
+
+    :param peer: any address; nothing is sent.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((peer, 80))
+            return str(probe.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+
+
+def unsafe_file_problem(name: str, path: Path, private: bool) -> str | None:
+    """Why ``path`` cannot be trusted as ``name``, or ``None``.
+
+    :param name: the setting (for messages).
+    :param path: the file (links resolved).
+    :param private: the file is a private key: nobody else may read it either.
+    """
+    try:
+        real = path.resolve(strict=True)
+        info = real.stat()
+    except OSError as exc:
+        return f"{name} {path} cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode) or not os.access(real, os.R_OK):
+        return f"{name} {path} is not a readable file"
+    if info.st_uid not in (os.getuid(), 0):
+        return f"{name} {path} belongs to uid {info.st_uid}, not to you or root: its content may be theirs"
+    if info.st_mode & 0o022:
+        return f"{name} {path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    if private and info.st_mode & 0o077:
+        return f"the private key {path} is readable by other users (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def handshake_problem(ca: Path, cert: Path, key: Path, address: str) -> str | None:
+    """A mutual TLS handshake in memory with these files, verified for ``address``: the problem, or ``None``.
+
+    :param ca: the CA certificate.
+    :param cert: the node's certificate.
+    :param key: its private key.
+    :param address: the node's address the certificate must name.
+    """
+    try:
+        client = _context(ssl.PROTOCOL_TLS_CLIENT, ca, cert, key)
+        server = _context(ssl.PROTOCOL_TLS_SERVER, ca, cert, key)
+    except ssl.SSLError as exc:
+        return f"{key} is not the key of {cert}, or a file is not PEM ({exc.reason})"
+    pipes = [ssl.MemoryBIO() for _ in range(4)]
+    ends = [
+        client.wrap_bio(pipes[0], pipes[1], server_hostname=address),
+        server.wrap_bio(pipes[2], pipes[3], server_side=True),
+    ]
+    done = [False, False]
+    try:
+        for _ in range(10):
+            for index, end in enumerate(ends):
+                try:
+                    end.do_handshake()
+                    done[index] = True
+                except ssl.SSLWantReadError:
+                    pass
+            pipes[2].write(pipes[1].read())
+            pipes[0].write(pipes[3].read())
+            if all(done):
+                return None
+    except ssl.SSLCertVerificationError as exc:
+        return f"{cert} does not verify for the address {address} with the CA {ca}: {exc.verify_message}"
+    except ssl.SSLError as exc:
+        return f"a TLS handshake with {cert} and the CA {ca} fails: {exc.reason}"
+    return "the TLS handshake did not finish"
+
+
+def _context(side: int, ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(side)
+    ctx.load_verify_locations(str(ca))
+    ctx.verify_mode = ssl.CERT_REQUIRED  # mutual: Ray's servers require a client certificate
+    ctx.load_cert_chain(str(cert), str(key))
+    return ctx
+
+
+def check_ray_tls(ctx: Context) -> Result:
+    """RAY_TLS: the head's files, or a warning when a multi-node run goes without it.
+
+    :param ctx: the check context.
+    """
+    nodes = int(str(ctx.value("NUM_NODES") or 1))
+    if not ctx.value("RAY_TLS"):
+        if nodes > 1:
+            return warned(
+                "ray.tls",
+                f"RAY_TLS is off on a {nodes}-node run: Ray's traffic between the nodes, its token "
+                "included, crosses the network in cleartext",
+                f"set RAY_TLS=true and the RAY_TLS_* files ({DOCS})",
+            )
+        return passed("ray.tls", "off (one node: Ray's traffic stays on this machine)")
+    paths = {name: Path(str(ctx.value(name))) for name in TLS_FILES}
+    for name, path in paths.items():
+        problem = unsafe_file_problem(name, path, private=name == "RAY_TLS_SERVER_KEY")
+        if problem:
+            return failed("ray.tls", problem, f"fix {name} in the env file ({DOCS})")
+    address = own_address()
+    problem = handshake_problem(
+        paths["RAY_TLS_CA_CERT"], paths["RAY_TLS_SERVER_CERT"], paths["RAY_TLS_SERVER_KEY"], address
+    )
+    if problem:
+        return failed(
+            "ray.tls",
+            problem,
+            f"issue this node a certificate that names {address}, signed by the CA ({DOCS})",
+        )
+    return passed(
+        "ray.tls",
+        f"on: {paths['RAY_TLS_SERVER_CERT']} is valid, signed by the CA and names this node ({address}); "
+        "each worker's join.sh checks its own before it joins",
+    )
+
+
+def check_ray_auth_setting(ctx: Context) -> Result:
+    """RAY_AUTH: token (required) or an explicit opt-out.
+
+    :param ctx: the check context.
+    """
+    if ctx.value("RAY_AUTH") == "none":
+        return warned(
+            "ray.auth",
+            "RAY_AUTH=none: Ray runs without token authentication; anyone who reaches this node's "
+            "Ray ports can run code as you",
+            "remove RAY_AUTH=none (and install the Ray that install_slime.sh pins)",
+        )
+    return passed("ray.auth", "token authentication required (train.sh refuses a Ray without it)")
+
+
+def check_engines_exposure(ctx: Context) -> Result:
+    """The SGLang engines and router slime starts take unauthenticated HTTP: say who can reach them.
+
+    :param ctx: the check context.
+    """
+    nodes = int(str(ctx.value("NUM_NODES") or 1))
+    if nodes > 1 or ctx.environ.get("SLIME_HOST_IP"):
+        where = "on each node's network address (slime binds them to the Ray node's address)"
+        who = "anyone on the nodes' network and every local user"
+    else:
+        where = "on 127.0.0.1 (train.sh binds one-node runs there)"
+        who = "other local users of this node"
+    return warned(
+        "ray.engines",
+        f"the SGLang engines and router take unauthenticated HTTP {where}: {who} can call "
+        "/generate and the weight-update routes (slime's own calls send no API key, so the "
+        "engines cannot require one)",
+        f"run on nodes you do not share with untrusted users, or firewall the engine ports ({DOCS})",
+    )
+
+
+def check_ray_security(ctx: Context) -> list[Result]:
+    """Token authentication, Ray's TLS and the engines' exposure.
+
+    :param ctx: the check context.
+    """
+    return [check_ray_auth_setting(ctx), check_ray_tls(ctx), check_engines_exposure(ctx)]
