@@ -11,6 +11,7 @@ from typing import Any
 
 from agentcore_slime.observe.records import EpisodeRecord
 from agentcore_slime.observe.runlog import EPISODES_DIR, METRICS_FILE, read_json_lines, write_whole
+from agentcore_slime.report.metrics_shape import LineNotes, conform_line, numbered_json_lines
 
 REPORT_FILE = "report.html"
 _EPISODES_NAME = re.compile(r"^(?P<kind>train|eval)-(?P<step>\d+)(?:-(?P<dataset>.+))?\.jsonl$")
@@ -45,6 +46,7 @@ class RunData:
     eval: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     episode_files: list[EpisodeFile] = field(default_factory=list)
     evaluations: list[dict[str, Any]] = field(default_factory=list)  #: bin/eval's summary.json files
+    notes: list[str] = field(default_factory=list)  #: what could not be shown, one sentence each
 
     @property
     def exp_id(self) -> str:
@@ -62,17 +64,21 @@ def load_run(run_dir: Path) -> RunData:
     data = RunData(run_dir)
     train: dict[int, dict[str, Any]] = {}
     evals: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for line in read_json_lines(run_dir / METRICS_FILE):
-        step = line.get("step")
-        if not isinstance(step, int):
-            continue
-        if line.get("kind") == "train":
-            train[step] = line
-        elif line.get("kind") == "eval":
-            evals[str(line.get("dataset") or "eval")][step] = line
+    notes = LineNotes(METRICS_FILE)
+    for number, value, problem in numbered_json_lines(run_dir / METRICS_FILE):
+        line = None if problem else conform_line(number, value, notes)
+        if problem:
+            notes.skipped.append(f"line {number} is {problem}")
+        if line is None:
+            continue  # noted
+        if line["kind"] == "train":
+            train[line["step"]] = line
+        else:
+            evals[line["dataset"] or "eval"][line["step"]] = line
+    data.notes += notes.summary()
     data.train = [train[s] for s in sorted(train)]
     data.eval = {name: [steps[s] for s in sorted(steps)] for name, steps in sorted(evals.items())}
-    data.episode_files = _episode_files(run_dir / EPISODES_DIR)
+    data.episode_files = _episode_files(run_dir / EPISODES_DIR, data.notes)
     data.evaluations = _evaluations(run_dir / "eval")
     return data
 
@@ -82,26 +88,41 @@ def _evaluations(folder: Path) -> list[dict[str, Any]]:
     found = []
     for path in sorted(folder.glob("*/summary.json")) if folder.is_dir() else []:
         try:
-            summary = json.loads(path.read_text(encoding="utf-8"))
+            summary = json.loads(path.read_bytes().decode("utf-8", errors="replace"))
         except (OSError, ValueError):
             continue  # an evaluation still being written, or a broken file: not this page's to fail
         if isinstance(summary, dict):
+            if not isinstance(summary.get("pass_at_k"), dict):
+                summary.pop("pass_at_k", None)  # another version's shape: the cell stays empty
             found.append({**summary, "when": path.parent.name})
     return found
 
 
-def _episode_files(folder: Path) -> list[EpisodeFile]:
+def _showable(line: dict[str, Any]) -> EpisodeRecord:
+    """The episode of one line, if the page can show it.
+
+    :raises TypeError: a record of another version, or one a hand edit broke.
+    """
+    record = EpisodeRecord.from_json(line)
+    if not all(isinstance(call.messages, list) for call in record.calls):
+        raise TypeError("a call's messages are not a list")
+    return record
+
+
+def _episode_files(folder: Path, notes: list[str]) -> list[EpisodeFile]:
     files = []
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
         match = _EPISODES_NAME.match(path.name)
         if not match:
             continue
-        episodes = []
+        episodes, skipped = [], 0
         for line in read_json_lines(path):
             try:
-                episodes.append(EpisodeRecord.from_json(line))
-            except TypeError:
-                continue  # a record of another version: skip it rather than fail the page
+                episodes.append(_showable(line))
+            except (TypeError, ValueError, KeyError, AttributeError):
+                skipped += 1  # a record of another version: skip it rather than fail the page
+        if skipped:
+            notes.append(f"skipped {skipped} unreadable episode record(s) of {EPISODES_DIR}/{path.name}")
         files.append(EpisodeFile(match["kind"], int(match["step"]), match["dataset"] or "", episodes))
     files.sort(key=lambda f: (f.step, f.kind != "train", f.dataset))
     return files
@@ -141,12 +162,17 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def write_report(run_dir: Path) -> Path:
-    """Render ``run_dir/report.html`` (replacing the last one whole, never through a link).
+def write_report(run_dir: Path, notes: list[str] | None = None) -> Path:
+    """Render ``run_dir/report.html`` (replacing the last one whole, never through a link; mode
+    0600: it shows session ids and agent text).
 
     :param run_dir: ``runs/<EXP_ID>/``.
+    :param notes: receives what the page could not show (also said on the page).
     :returns: the report's path.
     """
     target = run_dir / REPORT_FILE
-    write_whole(target, render_report(load_run(run_dir)))
+    data = load_run(run_dir)
+    write_whole(target, render_report(data))
+    if notes is not None:
+        notes += data.notes
     return target
