@@ -42,6 +42,7 @@ from agentcore_slime.config import (
     sampling_settings,
 )
 from agentcore_slime.episodes import EpisodeRequest, EpisodeRunner, make_runner, new_session_id
+from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.observe import CallRecord, EpisodeRecord, RunLog
 from agentcore_slime.observe.records import token_counts
@@ -296,7 +297,7 @@ async def _end_gateway_session(runtime: Runtime, sid: str, aborted: bool) -> Non
             await runtime.call(runtime.gateway.abort_session, sid)
         await runtime.call(runtime.gateway.delete_session, sid)
     except Exception as exc:
-        logger.debug("ending gateway session %s failed: %s", sid, exc)
+        logger.debug("ending gateway session %s failed: %s", short_id(sid), redact(exc, sid))
 
 
 async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semaphore) -> _Result:
@@ -407,9 +408,9 @@ def _log_failures(results: list[_Result]) -> None:
         if not result.ok:
             logger.info(
                 "episode failed: session %s (group %s): %s",
-                result.episode.session_id,
+                short_id(result.episode.session_id),
                 result.episode.template.group_index,
-                result.reason,
+                redact(result.reason, result.episode.session_id),
             )
 
 

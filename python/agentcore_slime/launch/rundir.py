@@ -115,6 +115,30 @@ def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[s
     write_atomic(run_dir / CHECKSUMS, text.encode("utf-8"), PRIVATE_FILE_MODE)
 
 
+def new_results_dir(base: Path) -> Path:
+    """Create a new ``base/<UTC time>[-N]`` (mode 0700; ``base`` too) and return it.
+
+    ``mkdir`` fails when the name exists, so two evaluations started in the same second, or a
+    name someone made there first, never share a directory: the next free ``-N`` is taken
+    (as ``new_results_dir`` of templates/lib/common.sh, which eval.sh uses).
+
+    :param base: the results folder, e.g. ``runs/<EXP_ID>/eval`` (a link there is refused).
+    :raises OSError: ``base`` cannot be made private, or no directory can be created in it.
+    """
+    base.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(base)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for number in itertools.count(1):
+        path = base / (stamp if number == 1 else f"{stamp}-{number}")
+        try:
+            os.mkdir(path, PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(path, PRIVATE_DIR_MODE)  # mkdir's mode went through the umask
+        return path
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def private_dir(path: Path, *, follow: bool = False) -> Path:
     """Create ``path`` mode 0700, or tighten the existing one to 0700 (its files stay as they are).
 
@@ -128,14 +152,17 @@ def private_dir(path: Path, *, follow: bool = False) -> Path:
     except FileExistsError:
         pass
     if not follow and os.path.islink(path):
-        raise OSError(errno.ELOOP, "a symbolic link; the toolkit never writes through a link it did not create",
-                      str(path))
+        why = "a symbolic link; the toolkit never writes through a link it did not create"
+        raise OSError(errno.ELOOP, why, str(path))
     info = os.stat(path)
     if not stat.S_ISDIR(info.st_mode):
         raise OSError(errno.ENOTDIR, "exists and is not a directory", str(path))
     if info.st_uid != os.geteuid():
-        raise OSError(errno.EPERM, f"owned by uid {info.st_uid}, not by you; the toolkit writes only "
-                      "into directories you own", str(path))
+        raise OSError(
+            errno.EPERM,
+            f"owned by uid {info.st_uid}, not by you; the toolkit writes only into directories you own",
+            str(path),
+        )
     if stat.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:  # mkdir's mode went through the umask
         os.chmod(path, PRIVATE_DIR_MODE)
     return path

@@ -108,7 +108,9 @@ def _kind_of(value: Any) -> str:
         return "null"
     if isinstance(value, (int, float)) and not isinstance(value, bool) and not _is_number(value):
         return "a number out of range"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), "a number"
+    )
 
 
 def _checked(value: Any, kind: str) -> tuple[Any, str | None]:
@@ -139,7 +141,9 @@ def _conform(line: dict[str, Any], shape: dict[str, Any], prefix: str, problems:
                 out[key] = _conform(value, kind, name + ".", problems)
                 continue
             # the whole object is missing or mistyped: one note for it, not one per field
-            problems.append(f"lacks {name}" if key not in line else f"{name} is {_kind_of(value)}, not an object")
+            problems.append(
+                f"lacks {name}" if key not in line else f"{name} is {_kind_of(value)}, not an object"
+            )
             out[key] = _conform({}, kind, name + ".", [])
             continue
         if key not in line:
@@ -166,13 +170,19 @@ def conform_line(number: int, value: Any, notes: LineNotes) -> dict[str, Any] | 
         return None
     step = value.get("step")
     if not (isinstance(step, int) and not isinstance(step, bool)) or step < 0:
-        notes.skipped.append(f"line {number} " + ("lacks step" if "step" not in value else "has no integer step"))
+        notes.skipped.append(
+            f"line {number} " + ("lacks step" if "step" not in value else "has no integer step")
+        )
         return None
     if value.get("kind") not in KINDS:
-        notes.skipped.append(f"line {number} " + ("lacks kind" if "kind" not in value else "has an unknown kind"))
+        notes.skipped.append(
+            f"line {number} " + ("lacks kind" if "kind" not in value else "has an unknown kind")
+        )
         return None
     problems: list[str] = []
     line = _conform(value, SHAPE, "", problems)
     if problems:
-        notes.partial.append(f"line {number} " + ", ".join(problems[:3]) + (", ..." if len(problems) > 3 else ""))
+        notes.partial.append(
+            f"line {number} " + ", ".join(problems[:3]) + (", ..." if len(problems) > 3 else "")
+        )
     return line

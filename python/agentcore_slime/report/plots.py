@@ -32,8 +32,6 @@ class Figure:
 
 #: longest name shown in a legend
 LABEL_CHARS = 40
-#: plain text, whatever a label holds: no mathtext (``$...$``), no LaTeX
-_PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
 
 
 def label(name: str) -> str:
@@ -55,10 +53,12 @@ def _svg_uri(draw: Callable[[Axes], None], width: float = 6.4, height: float = 3
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure as MplFigure
 
-    with matplotlib.rc_context(_PLAIN_TEXT), warnings.catch_warnings():
+    # plain text, whatever a label holds: no mathtext (``$...$``), no LaTeX
+    plain_text = {"text.parse_math": False, "text.usetex": False}
+    with matplotlib.rc_context(plain_text), warnings.catch_warnings():  # type: ignore[arg-type]
         # a name in a script the default font lacks draws as boxes: that is no reason to fail
-        warnings.filterwarnings("ignore", message="Glyph .* missing from font", category=UserWarning)
-        warnings.filterwarnings("ignore", message="Matplotlib currently does not support", category=UserWarning)
+        for message in ("Glyph .* missing from font", "Matplotlib currently does not support"):
+            warnings.filterwarnings("ignore", message=message, category=UserWarning)
         figure = MplFigure(figsize=(width, height), layout="constrained")
         axes = figure.add_subplot()
         draw(axes)
