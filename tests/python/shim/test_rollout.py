@@ -17,6 +17,7 @@ import pytest
 from agentcore_slime import rollout
 from agentcore_slime._samples import ShimRecord, is_padding
 from agentcore_slime.config import ConfigError
+from agentcore_slime.episodes.log_ids import short_id
 from agentcore_slime.rewards import normalize_episode_rewards
 from fakes.data_source import ListDataSource
 from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
@@ -121,7 +122,9 @@ def test_thirty_percent_failures_in_one_step(
     assert reasons == [ShimRecord.of(s).reason for s in failed]
     assert [ShimRecord.of(s).failure for s in failed] == ["agent_crashed", "invoke_error", "timeout"]
     failures = [r.getMessage() for r in records if r.getMessage().startswith("episode failed")]
-    assert len(failures) == 3 and all(s.session_id in " ".join(failures) for s in failed)
+    # each failed episode named by a shortened session id, never the whole (a live credential)
+    assert len(failures) == 3 and all(short_id(s.session_id) in " ".join(failures) for s in failed)
+    assert not any(s.session_id in " ".join(failures) for s in failed)
     assert len(records) == 4  # nothing per successful episode
 
 
