@@ -45,7 +45,7 @@ refuse_link() { # <path>
 # 0700) lets no one else plant a link between the check and the append.
 start_logging() { # <log-file>
   local log=$1
-  mkdir -p "$(dirname "$log")"
+  (umask 077 && mkdir -p "$(dirname "$log")") # a run directory made here is 0700, as bin/train makes it
   refuse_link "$log"
   (umask 077 && : >>"$log")
   chmod go= -- "$log"
