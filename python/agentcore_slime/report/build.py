@@ -57,7 +57,9 @@ class RunData:
 def load_run(run_dir: Path) -> RunData:
     """Read ``metrics.jsonl`` and the recorded episodes of ``run_dir``.
 
-    A step recorded twice (a rerun that resumed before it) shows its latest record.
+    A step recorded twice (a rerun that resumed before it) shows its latest record. What
+    cannot be shown (a line of another shape, a broken episode record) is left out or blank,
+    and said in ``notes`` (see :mod:`.metrics_shape`).
 
     :param run_dir: ``runs/<EXP_ID>/``.
     """
@@ -65,12 +67,10 @@ def load_run(run_dir: Path) -> RunData:
     train: dict[int, dict[str, Any]] = {}
     evals: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     notes = LineNotes(METRICS_FILE)
-    for number, value, problem in numbered_json_lines(run_dir / METRICS_FILE):
-        line = None if problem else conform_line(number, value, notes)
-        if problem:
-            notes.skipped.append(f"line {number} is {problem}")
+    for number, value in numbered_json_lines(run_dir / METRICS_FILE):
+        line = conform_line(number, value, notes)
         if line is None:
-            continue  # noted
+            continue  # skipped, and noted
         if line["kind"] == "train":
             train[line["step"]] = line
         else:

@@ -72,8 +72,12 @@ def _listed(notes: list[str]) -> str:
     return text + (f"; and {more} more" if more > 0 else "")
 
 
-def numbered_json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """``(line number, value, problem)`` for each complete line of ``path``.
+#: what :func:`numbered_json_lines` yields for a line that is not JSON
+NOT_JSON = object()
+
+
+def numbered_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value or NOT_JSON)`` for each complete line of ``path``.
 
     A last line without its newline is still being written and is left out; bytes that are
     not UTF-8 are replaced rather than failing the read.
@@ -88,9 +92,9 @@ def numbered_json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
         if not line.strip():
             continue
         try:
-            yield number, json.loads(line), None
+            yield number, json.loads(line)
         except ValueError:
-            yield number, None, "not JSON"
+            yield number, NOT_JSON
 
 
 def _is_number(value: Any) -> bool:
@@ -162,9 +166,12 @@ def conform_line(number: int, value: Any, notes: LineNotes) -> dict[str, Any] | 
     """The line as the report can show it, or None when it cannot be placed (noted either way).
 
     :param number: the line's number in the file (for the notes).
-    :param value: the parsed line.
+    :param value: the parsed line (or :data:`NOT_JSON`).
     :param notes: where to say what was skipped or left blank.
     """
+    if value is NOT_JSON:
+        notes.skipped.append(f"line {number} is not JSON")
+        return None
     if not isinstance(value, dict):
         notes.skipped.append(f"line {number} is {_kind_of(value)}, not an object")
         return None
