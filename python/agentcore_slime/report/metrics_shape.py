@@ -11,7 +11,6 @@ is skipped and named too. The page and stderr carry the notes, so a blank is nev
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,11 @@ SHAPE: dict[str, Any] = {
     "episode_seconds": {"p50": NUMBER, "p90": NUMBER, "max": NUMBER},
 }
 KINDS = ("train", "eval")
+#: the largest step a plot can place (a float holds every integer up to it exactly)
+MAX_STEP = 2**53
+#: the largest magnitude of a number the page shows: far above any real reward, count or
+#: duration, and far enough below a float's limit that matplotlib's axis arithmetic cannot overflow
+MAX_MAGNITUDE = 1e15
 #: notes listed one by one before the rest are only counted
 SHOWN_NOTES = 10
 
@@ -98,11 +102,11 @@ def numbered_json_lines(path: Path) -> Iterator[tuple[int, Any]]:
 
 
 def _is_number(value: Any) -> bool:
-    """A finite int or float (not a bool): what a plot and a table cell can show."""
+    """An int or float (not a bool) within :data:`MAX_MAGNITUDE`: what a plot can place."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return False
     try:
-        return math.isfinite(float(value))
+        return abs(float(value)) <= MAX_MAGNITUDE  # False for NaN
     except OverflowError:  # an int too large for a float
         return False
 
@@ -176,9 +180,9 @@ def conform_line(number: int, value: Any, notes: LineNotes) -> dict[str, Any] | 
         notes.skipped.append(f"line {number} is {_kind_of(value)}, not an object")
         return None
     step = value.get("step")
-    if not (isinstance(step, int) and not isinstance(step, bool)) or step < 0:
+    if not (isinstance(step, int) and not isinstance(step, bool)) or not 0 <= step <= MAX_STEP:
         notes.skipped.append(
-            f"line {number} " + ("lacks step" if "step" not in value else "has no integer step")
+            f"line {number} " + ("lacks step" if "step" not in value else "has no usable step")
         )
         return None
     if value.get("kind") not in KINDS:

@@ -22,7 +22,7 @@ import pytest
 from agentcore_slime.observe import RunLog
 from agentcore_slime.observe.metrics import step_metrics
 from agentcore_slime.report import load_run, write_report
-from agentcore_slime.report.metrics_shape import SHAPE
+from agentcore_slime.report.metrics_shape import INTEGER, MAX_MAGNITUDE, NUMBER, SHAPE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from recorded_run import step_records, write_run
@@ -102,6 +102,13 @@ def _paths(shape: dict[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[st
     return out
 
 
+def _kind_at(path: tuple[str, ...]) -> Any:
+    kind: Any = SHAPE
+    for key in path:
+        kind = kind[key]
+    return kind
+
+
 READ_PATHS = _paths(SHAPE) + [("step",), ("kind",)]
 JUNK = st.one_of(
     st.text(max_size=5).filter(lambda t: t not in ("train", "eval")),
@@ -155,6 +162,54 @@ def test_a_line_with_fields_dropped_or_mistyped_is_shown_in_part_and_named(
     if applied:
         assert "line 2 " in text, (applied, broken)
         assert all(markupsafe.escape(note) in page for note in notes)
+
+
+LEAVES = [path for path in _paths(SHAPE) if _kind_at(path) in (NUMBER, INTEGER)]
+EXTREME = st.one_of(
+    st.floats(min_value=MAX_MAGNITUDE * 1.01, allow_infinity=False),
+    st.floats(max_value=-MAX_MAGNITUDE * 1.01, allow_infinity=False),
+    st.integers(min_value=10**16),
+)
+
+IN_RANGE = st.floats(-MAX_MAGNITUDE, MAX_MAGNITUDE)
+
+
+@SETTINGS
+@given(path=st.sampled_from(LEAVES), value=EXTREME)
+def test_a_number_too_large_to_plot_is_left_blank_and_named(
+    tmp_path: Path, path: tuple[str, ...], value: Any
+) -> None:
+    """matplotlib's tick arithmetic overflowed on a reward max of 1.7e308 (ValueError: arange)."""
+    run = _fresh_run(tmp_path)
+    line = copy.deepcopy(_good_line(1))
+    _apply(line, path, value)
+    _write_lines(run, [json.dumps(_good_line(0)), json.dumps(line)])
+    notes: list[str] = []
+    write_report(run, notes)
+    wanted = "a number" if _kind_at(path) == NUMBER else "an integer"
+    said = f"line 2 {'.'.join(path)} is a number out of range, not {wanted}"
+    assert notes == [f"showed 1 line of metrics.jsonl in part: {said}"]
+
+
+@SETTINGS
+@given(changes=st.lists(st.tuples(st.sampled_from(LEAVES), IN_RANGE), max_size=6))
+def test_any_number_in_range_plots(tmp_path: Path, changes: list[tuple[tuple[str, ...], float]]) -> None:
+    run = _fresh_run(tmp_path)
+    line = copy.deepcopy(_good_line(1))
+    for path, value in changes:
+        _apply(line, path, value)
+    _write_lines(run, [json.dumps(_good_line(0)), json.dumps(line)])
+    page = write_report(run).read_text()
+    assert page.count('<img src="data:image/svg+xml;base64,') == 5
+
+
+@pytest.mark.parametrize("step", [10**400, 2**53 + 1, -1, 1.0, True, "1"])
+def test_a_line_whose_step_cannot_be_placed_is_skipped_and_named(tmp_path: Path, step: Any) -> None:
+    run = _fresh_run(tmp_path)
+    _write_lines(run, [json.dumps(_good_line(0)), json.dumps({**_good_line(1), "step": step})])
+    notes: list[str] = []
+    write_report(run, notes)
+    assert notes == ["skipped 1 line of metrics.jsonl: line 2 has no usable step"]
 
 
 @SETTINGS
