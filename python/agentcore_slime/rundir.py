@@ -10,10 +10,18 @@ so an edited copy is never replaced, not even by two re-renders within one secon
 
 The run directory itself may be a link the user made (to a bigger disk, say); the names
 inside it may not.
+
+Other users of the node read nothing of a run: the run directory is mode 0700 and every file
+we write in it 0600 (0700 for scripts), whatever the umask. It holds live gateway session ids,
+agent traces and settings (train.log, metrics.jsonl, episodes/, eval/), and a directory only
+its owner can enter also means no one else can plant a link or a file where the run's shell
+code writes with ``>>`` (train.log). An earlier run's directory and files are tightened when
+reused, never replaced; a directory owned by another user is refused.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import json
@@ -30,6 +38,10 @@ from .settings.errors import ConfigError
 PROG = "bin/train"
 #: file in the run directory recording the checksum of every file we rendered
 CHECKSUMS = ".rendered.json"
+#: modes of what a run writes: only its owner reads a run (see the module's docstring)
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_SCRIPT_MODE = 0o700
+PRIVATE_DIR_MODE = 0o700
 
 
 def _say(message: str) -> None:
@@ -81,7 +93,8 @@ def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[s
     """
     check_run_dir(run_dir, [*files, CHECKSUMS, *also_checked])
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(run_dir, follow=True)  # the run directory may be the user's own link
     except OSError as exc:
         raise ConfigError(
             f"cannot create the run directory {run_dir}: {exc.strerror or exc}",
@@ -96,10 +109,63 @@ def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[s
         if current is not None and _digest(current) not in (record.get(name), _digest(data)):
             kept = keep_copy(target, current, stamp)
             _say(f"{target} was edited since it was rendered: kept your copy as {kept}")
-        write_atomic(target, data, 0o755 if name.endswith(".sh") else default_mode())
+        write_atomic(target, data, PRIVATE_SCRIPT_MODE if name.endswith(".sh") else PRIVATE_FILE_MODE)
         record[name] = _digest(data)
     text = json.dumps(record, indent=1, sort_keys=True) + "\n"
-    write_atomic(run_dir / CHECKSUMS, text.encode("utf-8"), default_mode())
+    write_atomic(run_dir / CHECKSUMS, text.encode("utf-8"), PRIVATE_FILE_MODE)
+
+
+def new_results_dir(base: Path) -> Path:
+    """Create a new ``base/<UTC time>[-N]`` (mode 0700; ``base`` too) and return it.
+
+    ``mkdir`` fails when the name exists, so two evaluations started in the same second, or a
+    name someone made there first, never share a directory: the next free ``-N`` is taken
+    (as ``new_results_dir`` of templates/lib/common.sh, which eval.sh uses).
+
+    :param base: the results folder, e.g. ``runs/<EXP_ID>/eval`` (a link there is refused).
+    :raises OSError: ``base`` cannot be made private, or no directory can be created in it.
+    """
+    base.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(base)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    for number in itertools.count(1):
+        path = base / (stamp if number == 1 else f"{stamp}-{number}")
+        try:
+            os.mkdir(path, PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(path, PRIVATE_DIR_MODE)  # mkdir's mode went through the umask
+        return path
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def private_dir(path: Path, *, follow: bool = False) -> Path:
+    """Create ``path`` mode 0700, or tighten the existing one to 0700 (its files stay as they are).
+
+    :param path: a directory of the run (its parent exists).
+    :param follow: accept a symbolic link to a directory (only the run directory itself, which
+        the user may have linked to a bigger disk).
+    :raises OSError: ``path`` is a link (unless ``follow``), not a directory, or another user's.
+    """
+    try:
+        os.mkdir(path, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        pass
+    if not follow and os.path.islink(path):
+        why = "a symbolic link; the toolkit never writes through a link it did not create"
+        raise OSError(errno.ELOOP, why, str(path))
+    info = os.stat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError(errno.ENOTDIR, "exists and is not a directory", str(path))
+    if info.st_uid != os.geteuid():
+        raise OSError(
+            errno.EPERM,
+            f"owned by uid {info.st_uid}, not by you; the toolkit writes only into directories you own",
+            str(path),
+        )
+    if stat.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:  # mkdir's mode went through the umask
+        os.chmod(path, PRIVATE_DIR_MODE)
+    return path
 
 
 def write_atomic(target: Path, data: bytes, mode: int) -> None:
@@ -130,7 +196,7 @@ def keep_copy(target: Path, data: bytes, stamp: str) -> Path:
     :param data: its content, as read.
     :param stamp: the UTC time to put in the name.
     """
-    mode = stat.S_IMODE(os.lstat(target).st_mode)
+    mode = stat.S_IMODE(os.lstat(target).st_mode) & PRIVATE_SCRIPT_MODE  # the user's bits, no one else's
     for number in itertools.count(1):
         suffix = "" if number == 1 else f"-{number}"
         kept = target.with_name(f"{target.name}.edited-{stamp}{suffix}")

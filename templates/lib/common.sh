@@ -40,14 +40,37 @@ refuse_link() { # <path>
 # line that marks this attempt (LOG keeps every earlier one). tee ignores INT and TERM: Ctrl-C
 # and a TERM to the whole process group (Slurm, systemd) reach it too, and it must outlive
 # the cleanup trap to log its messages; it exits when the script closes the pipe.
+# LOG holds live session ids: it is created 0600 whatever the umask, and an earlier run's LOG
+# loses its group and other bits (kept, never replaced). Its directory (the run directory,
+# 0700) lets no one else plant a link between the check and the append.
 start_logging() { # <log-file>
   local log=$1
-  mkdir -p "$(dirname "$log")"
+  (umask 077 && mkdir -p "$(dirname "$log")") # a run directory made here is 0700, as bin/train makes it
   refuse_link "$log"
+  (umask 077 && : >>"$log")
+  chmod go= -- "$log"
   printf '===== %s: attempt started %s (pid %s) =====\n' \
     "$TOOLKIT_PROG" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$$" >>"$log"
   exec > >(trap '' INT TERM && exec tee -a "$log") 2>&1
   TOOLKIT_TEE_PID=$!
+}
+
+# new_results_dir BASE: create BASE/<UTC time> (0700; BASE too) and print its path. mkdir
+# without -p fails when the name exists, so two evaluations started in the same second, or a
+# name someone made there first, never share a directory: the next free <UTC time>-N is taken.
+new_results_dir() { # <base>
+  local base=$1 stamp dir number=1
+  refuse_link "$base"
+  (umask 077 && mkdir -p -- "$base") || die "cannot create $base (check the run directory's permissions)"
+  chmod go= -- "$base"
+  stamp=$(date -u +%Y%m%d-%H%M%S)
+  dir=$base/$stamp
+  until (umask 077 && mkdir -- "$dir" 2>/dev/null); do
+    [[ -e $dir || -L $dir ]] || die "cannot create $dir (check the run directory's permissions)"
+    number=$((number + 1))
+    dir=$base/$stamp-$number
+  done
+  printf '%s\n' "$dir"
 }
 
 # stop_logging: close our ends of the log pipe and wait for tee to flush it.

@@ -8,6 +8,8 @@ start_sglang_server() { # <log> <command>...
   local log=$1
   shift
   mkdir -p "$(dirname "$log")"
+  refuse_link "$log"
+  (umask 077 && : >"$log") # 0600 whatever the umask: the server's log is the run's
   say "starting the SGLang server (log: $log)"
   set -m
   "$@" >"$log" 2>&1 </dev/null &

@@ -19,6 +19,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.episodes.pacing import RateLimiter
 from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher
 from agentcore_slime.episodes.transports import AcrTransport, LocalTransport, Transport
@@ -111,7 +112,7 @@ class EpisodeRunner:
             await self.transport.stop(session_id)
         except Exception as exc:  # best effort: ACR reaps idle sessions anyway
             self.stop_failures += 1
-            logger.debug("stop_runtime_session %s failed: %s", session_id, exc)
+            logger.debug("stop_runtime_session %s failed: %s", short_id(session_id), redact(exc, session_id))
 
     async def stop_session(self, session_id: str) -> None:
         """Stop a runtime session (best effort; used when an episode is aborted)."""

@@ -21,6 +21,7 @@ from concurrent.futures import Executor
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.episodes.wire import (
     MAX_REPLY_BYTES,
     SESSION_HEADER,
@@ -129,7 +130,9 @@ class AcrTransport:
             except InvokeError as exc:
                 if not exc.retryable or attempt == _INVOKE_ATTEMPTS - 1:
                     raise
-                logger.debug("invoke %s not started (%s); retrying", session_id, exc)
+                logger.debug(
+                    "invoke %s not started (%s); retrying", short_id(session_id), redact(exc, session_id)
+                )
                 await asyncio.sleep(_BACKOFF * 2**attempt)
         raise AssertionError("unreachable")
 

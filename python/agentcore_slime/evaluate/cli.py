@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
+import os
 import sys
 import time
 import uuid
@@ -34,6 +36,8 @@ from typing import Any, NoReturn
 
 from agentcore_slime.datasets import EvalSpec, load_rows
 from agentcore_slime.errors import ConfigError
+from agentcore_slime.observe.runlog import write_whole
+from agentcore_slime.rundir import PRIVATE_DIR_MODE, new_results_dir
 from agentcore_slime.settings.config import ToolkitConfig, load_config
 
 from .episodes import INFRASTRUCTURE, Episode, EpisodeRunner, run_all
@@ -112,10 +116,20 @@ def read_config(path: str | None) -> ToolkitConfig:
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
+    """The results directory, made now: ``--out-dir`` (created mode 0700 if missing; eval.sh made
+    it already), or a new ``<config dir>/eval/<UTC time>[-N]`` that no other evaluation shares."""
     if args.out_dir:
-        return Path(args.out_dir)
+        out = Path(args.out_dir)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(out, PRIVATE_DIR_MODE)
+            os.chmod(out, PRIVATE_DIR_MODE)  # mkdir's mode went through the umask
+        except FileExistsError:
+            if not out.is_dir():  # an existing directory is the user's choice: its mode stays
+                raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", str(out)) from None
+        return out
     base = Path(args.config).parent if args.config else Path.cwd()
-    return base / "eval" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return new_results_dir(base / "eval")
 
 
 def _sampling(args: argparse.Namespace) -> dict[str, Any]:
@@ -208,12 +222,11 @@ def _settings(config: ToolkitConfig, args: argparse.Namespace, input_id: str) ->
 
 
 def write_results(out_dir: Path, episodes: list[Episode], summary: dict[str, Any]) -> None:
-    """``episodes.jsonl`` (one line per episode, in row order) and ``summary.json``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / "episodes.jsonl").open("w", encoding="utf-8") as handle:
-        for episode in episodes:
-            handle.write(json.dumps(asdict(episode)) + "\n")
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    """``episodes.jsonl`` (one line per episode, in row order) and ``summary.json``, written as
+    the rest of the run directory is (whole, mode 0600, a link at either name replaced, never
+    followed): they hold session ids and agent results."""
+    write_whole(out_dir / "episodes.jsonl", "".join(json.dumps(asdict(e)) + "\n" for e in episodes))
+    write_whole(out_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(config: ToolkitConfig, payloads: list[Any], args: argparse.Namespace) -> int:
-    out_dir = _out_dir(args)
+    try:
+        out_dir = _out_dir(args)
+    except OSError as exc:
+        say(f"cannot create the results directory: {exc} (choose another --out-dir)")
+        return 2
     input_id = f"eval-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     try:

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 from agentcore_slime import episodes as agent_episodes
 from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, new_session_id
+from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.gateway.trace import CallTrace
 
 logger = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ class EpisodeRunner:
         try:
             return list(await self._call(self.gateway.traces, sid))
         except Exception as exc:  # noqa: BLE001 - counts only; the reward decides the episode
-            logger.warning("reading the traces of session %s failed: %s", sid, exc)
+            logger.warning("reading the traces of session %s failed: %s", short_id(sid), redact(exc, sid))
             return []
 
     def _failed(self, row: int, sample: int, sid: str, reason: str, seconds: float = 0.0) -> Episode:
@@ -176,7 +177,7 @@ class EpisodeRunner:
             try:
                 await self._call(self.gateway.delete_session, sid)
             except Exception as exc:  # noqa: BLE001 - the episode is over either way
-                logger.debug("deleting gateway session %s failed: %s", sid, exc)
+                logger.debug("deleting gateway session %s failed: %s", short_id(sid), redact(exc, sid))
         turns, prompt, completion, truncated = _count(traces)
         failure = _outcome_failure(outcome)
         if failure is None:
@@ -194,7 +195,8 @@ class EpisodeRunner:
                 truncated,
                 outcome.seconds,
             )
-        logger.info("episode failed: session %s (row %d): %s", sid, row, outcome.reason)
+        reason = redact(outcome.reason, sid)
+        logger.info("episode failed: session %s (row %d): %s", short_id(sid), row, reason)
         return Episode(
             row,
             sample,

@@ -5,14 +5,18 @@ even when the run is killed mid-write: a metrics line is appended with one ``wri
 descriptor opened ``O_APPEND`` (and a reader skips a last line without its newline), an
 episodes file is written beside its final name and renamed over it. Neither write follows
 a symbolic link: the run directory is the user's, and a link there is not ours to write through.
+Both hold live session ids and agent traces: only the run's owner reads them (files 0600,
+``episodes/`` 0700, whatever the umask; an earlier run's metrics.jsonl is tightened, not replaced).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -21,7 +25,7 @@ from typing import Any
 
 from agentcore_slime.observe.metrics import progress_line, step_metrics
 from agentcore_slime.observe.records import EpisodeRecord, select_for_browser
-from agentcore_slime.rundir import default_mode, write_atomic
+from agentcore_slime.rundir import PRIVATE_FILE_MODE, private_dir, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -47,18 +51,29 @@ def _dumps(record: Any) -> str:
 def append_json_line(path: Path, record: dict[str, Any]) -> None:
     """Append ``record`` as one JSON line, in one write, never through a symbolic link.
 
-    :param path: the JSONL file (created with mode 0644 less the umask).
+    :param path: the JSONL file (created mode 0600; an existing one loses its group and other bits).
     :param record: a JSON-ready dict (NaN and infinities are written as null).
+    :raises OSError: ``path`` is a link or not a regular file (a FIFO would block the rollout).
     """
-    data = (_dumps(record) + "\n").encode("utf-8")
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o644)
+    data = _dumps(record).encode("utf-8", errors="replace") + b"\n"
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    fd = os.open(path, flags, PRIVATE_FILE_MODE)
     try:
+        _private_regular_file(fd, path)
         written = os.write(fd, data)
         while written < len(data):  # a regular file takes it whole; this is belt and braces
             written += os.write(fd, data[written:])
     finally:
         os.close(fd)
+
+
+def _private_regular_file(fd: int, path: Path) -> None:
+    """Refuse what is not a regular file; take group and other access away from an older file."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    if info.st_mode & 0o077:
+        os.fchmod(fd, stat.S_IMODE(info.st_mode) & 0o700)
 
 
 def read_json_lines(path: Path) -> Iterator[dict[str, Any]]:
@@ -84,14 +99,15 @@ def read_json_lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def write_whole(path: Path, text: str) -> None:
-    """Write ``path`` whole, as bin/train writes the run directory (``launch.rundir.write_atomic``):
+    """Write ``path`` whole, as bin/train writes the run directory (``rundir.write_atomic``):
     a reader sees the old file or the new one, and a symbolic link at ``path`` is replaced, never
     followed.
 
-    :param path: the file to (re)write, with the mode a new file gets under the umask.
-    :param text: its new content.
+    :param path: the file to (re)write, mode 0600 (only the run's owner reads it).
+    :param text: its new content (text that is not valid Unicode, a lone surrogate from a
+        decoded JSON escape, is replaced rather than failing the write).
     """
-    write_atomic(path, text.encode("utf-8"), default_mode())
+    write_atomic(path, text.encode("utf-8", errors="replace"), PRIVATE_FILE_MODE)
 
 
 class RunLog:
@@ -154,10 +170,7 @@ class RunLog:
         chosen = select_for_browser(records, self.record_episodes)
         if not chosen:
             return
-        folder = self.run_dir / EPISODES_DIR
-        folder.mkdir(exist_ok=True)
-        if folder.is_symlink():
-            raise OSError(f"{folder} is a symbolic link; not writing through it")
+        folder = private_dir(self.run_dir / EPISODES_DIR)  # refuses a link there
         name = f"{kind}-{step:06d}" + (f"-{_safe(dataset)}" if dataset else "") + ".jsonl"
         write_whole(folder / name, "".join(_dumps(r.to_json()) + "\n" for r in chosen))
 

@@ -32,7 +32,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    print(write_report(run_dir))
+    notes: list[str] = []
+    print(write_report(run_dir, notes))
+    for note in notes:
+        print(f"{PROG}: warning: {note}", file=sys.stderr)
     return 0
 
 

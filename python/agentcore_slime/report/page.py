@@ -46,12 +46,17 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def write_report(run_dir: Path) -> Path:
-    """Render ``run_dir/report.html`` (replacing the last one whole, never through a link).
+def write_report(run_dir: Path, notes: list[str] | None = None) -> Path:
+    """Render ``run_dir/report.html`` (replacing the last one whole, never through a link; mode
+    0600: it shows session ids and agent text).
 
     :param run_dir: ``runs/<EXP_ID>/``.
+    :param notes: receives what the page could not show (also said on the page).
     :returns: the report's path.
     """
     target = run_dir / REPORT_FILE
-    write_whole(target, render_report(load_run(run_dir)))
+    data = load_run(run_dir)
+    write_whole(target, render_report(data))
+    if notes is not None:
+        notes += data.notes
     return target

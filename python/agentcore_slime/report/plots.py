@@ -2,12 +2,15 @@
 
 An ``<img>`` keeps every SVG in its own document (matplotlib's element ids would collide
 if several were inlined in one page) and never runs script, whatever text a label holds.
+Labels hold names from the run (eval datasets, failure reasons): they are drawn as plain text
+(no mathtext: ``a $\\frac{$ b`` is a name, not a formula) through :func:`label`.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,17 +30,40 @@ class Figure:
     alt: str
 
 
+#: longest name shown in a legend
+LABEL_CHARS = 40
+
+
+def label(name: str) -> str:
+    """``name`` as a legend shows it: printable, at most :data:`LABEL_CHARS` characters, and
+    never hidden (matplotlib leaves a label starting with ``_`` out of the legend).
+
+    :param name: a dataset name or a failure reason, as the run recorded it.
+    """
+    text = name.encode("utf-8", errors="replace").decode("utf-8")  # a lone surrogate from JSON
+    text = "".join(c if c.isprintable() else "\N{REPLACEMENT CHARACTER}" for c in text)
+    if len(text) > LABEL_CHARS:
+        text = text[: LABEL_CHARS - 1] + "\N{HORIZONTAL ELLIPSIS}"
+    return "\N{ZERO WIDTH SPACE}" + text if text.startswith("_") else text
+
+
 def _svg_uri(draw: Callable[[Axes], None], width: float = 6.4, height: float = 3.2) -> str:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure as MplFigure
 
-    figure = MplFigure(figsize=(width, height), layout="constrained")
-    axes = figure.add_subplot()
-    draw(axes)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="svg", metadata={"Date": None})  # no date: same run, same bytes
+    # plain text, whatever a label holds: no mathtext (``$...$``), no LaTeX
+    plain_text = {"text.parse_math": False, "text.usetex": False}
+    with matplotlib.rc_context(plain_text), warnings.catch_warnings():  # type: ignore[arg-type]
+        # a name in a script the default font lacks draws as boxes: that is no reason to fail
+        for message in ("Glyph .* missing from font", "Matplotlib currently does not support"):
+            warnings.filterwarnings("ignore", message=message, category=UserWarning)
+        figure = MplFigure(figsize=(width, height), layout="constrained")
+        axes = figure.add_subplot()
+        draw(axes)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="svg", metadata={"Date": None})  # no date: same run, same bytes
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -74,7 +100,7 @@ def _reward(data: RunData) -> Callable[[Axes], None]:
             axes.fill_between(steps, low, high, alpha=0.15, label="train min-max")
         for name, lines in data.eval.items():
             eval_steps, eval_mean = _series(lines, "reward", "mean")
-            axes.plot(eval_steps, eval_mean, marker="s", linestyle="--", label=f"eval {name}")
+            axes.plot(eval_steps, eval_mean, marker="s", linestyle="--", label=label(f"eval {name}"))
         _steps_axis(axes, "reward")
 
     return draw
@@ -82,12 +108,12 @@ def _reward(data: RunData) -> Callable[[Axes], None]:
 
 def _failures(data: RunData) -> Callable[[Axes], None]:
     def draw(axes: Axes) -> None:
-        reasons = sorted({r for line in data.train for r in line["episodes"].get("failed_by_reason", {})})
+        reasons = sorted({r for line in data.train for r in line["episodes"]["failed_by_reason"]})
         steps = [int(line["step"]) for line in data.train]
         bottom = [0.0] * len(steps)
         for reason in reasons:
             counts = [float(line["episodes"]["failed_by_reason"].get(reason, 0)) for line in data.train]
-            axes.bar(steps, counts, bottom=bottom, label=reason[:40])
+            axes.bar(steps, counts, bottom=bottom, label=label(reason))
             bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
         if not reasons:
             axes.text(0.5, 0.5, "no failed episodes", ha="center", va="center", transform=axes.transAxes)

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from agentcore_slime.episodes import EpisodeRequest, new_session_id
+from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.observe.records import INFRASTRUCTURE
 from agentcore_slime.rollout.runtime import Runtime
@@ -75,7 +76,7 @@ async def _end_gateway_session(runtime: Runtime, sid: str, aborted: bool) -> Non
             await runtime.call(runtime.gateway.abort_session, sid)
         await runtime.call(runtime.gateway.delete_session, sid)
     except Exception as exc:
-        logger.debug("ending gateway session %s failed: %s", sid, exc)
+        logger.debug("ending gateway session %s failed: %s", short_id(sid), redact(exc, sid))
 
 
 async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semaphore) -> _Result:

@@ -7,6 +7,7 @@ import time
 from functools import partial
 from typing import Any
 
+from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.observe import CallRecord, EpisodeRecord
 from agentcore_slime.observe.records import INFRASTRUCTURE, token_counts
 from agentcore_slime.rollout.episode import _Result
@@ -49,9 +50,9 @@ def _log_failures(results: list[_Result]) -> None:
         if not result.ok:
             logger.info(
                 "episode failed: session %s (group %s): %s",
-                result.episode.session_id,
+                short_id(result.episode.session_id),
                 result.episode.template.group_index,
-                result.reason,
+                redact(result.reason, result.episode.session_id),
             )
 
 

@@ -27,8 +27,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ from fakes.math_policy import math_policy
 from fakes.s3 import LocalS3
 from fakes.sglang_server import FakeSGLang
 from fakes.toy_tokenizer import build_toy_tokenizer
+from run_privacy import readable_by, shared_dir
 
 REPO = Path(__file__).resolve().parents[3]
 SAMPLE = REPO / "examples" / "data" / "gsm8k_sample.jsonl"
@@ -217,3 +220,51 @@ def test_evaluate_module_against_a_running_engine_through_acr(stand: Stand, tmp_
     started = {c.session_id for c in plane.invocations}
     assert len(started) == 10 and {sid for _, sid in plane.stops} == started
     assert "accuracy     50.0%" in capsys.readouterr().out
+
+
+def test_bin_eval_results_are_private_and_links_at_their_paths_change_nothing(
+    stand: Stand, tmp_path: Path, other_user: Any
+) -> None:
+    """Issue 23 items 7 and 9, as a user runs bin/eval under umask 000 on a shared disk: a second
+    local user reads nothing of the run (eval.log, eval/<time>/ results and server log, the
+    rendered files), and links planted at the next two minutes' results directories (to a
+    directory of the victim's) are passed over, not written through."""
+    with shared_dir("acs-eval-") as shared:
+        runs = shared / "runs"
+        eval_dir = runs / "e2e-private" / "eval"
+        eval_dir.mkdir(parents=True)
+        victim = shared / "victim"
+        victim.mkdir()
+        now = time.time()
+        planted = {time.strftime("%Y%m%d-%H%M%S", time.gmtime(now + s)) for s in range(-1, 120)}
+        for stamp in planted:
+            (eval_dir / stamp).symlink_to(victim, target_is_directory=True)
+        stubs = _stubs(tmp_path / "stubs")
+        env = {
+            **os.environ,
+            "PATH": f"{stubs}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+            "PYTHONPATH": f"{SHIM}:{REPO / 'tests' / 'python'}",
+            "TOOLKIT_PYTHON": sys.executable,
+            "TOOLKIT_RUNS_DIR": str(runs),
+            "FAKE_SGLANG_SCRIPT": str(stand.script_path),
+            "FAKE_SGLANG_PIDS": str(tmp_path / "server.pids"),
+        }
+        env.pop("TOOLKIT_DEBUG", None)
+        done = subprocess.run([str(REPO / "bin" / "eval"), str(_env_file(stand, "e2e-private"))], env=env,
+                              capture_output=True, text=True, timeout=240, check=False, umask=0)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert list(victim.iterdir()) == []  # nothing went through a planted link
+        [out_dir] = [p for p in eval_dir.iterdir() if not p.is_symlink()]
+        assert out_dir.name.rsplit("-", 1)[0] in planted and out_dir.name.count("-") == 2  # <time>-2
+        check_results(out_dir, stand, "e2e-private")
+        assert {p.name for p in out_dir.iterdir()} >= {"summary.json", "episodes.jsonl", "sglang.log"}
+        run_dir = runs / "e2e-private"
+        for path in [run_dir, eval_dir, out_dir]:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+        for path in [*out_dir.iterdir(), run_dir / "eval.log", run_dir / "toolkit.yaml", run_dir / "env"]:
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        control = shared / "control.txt"  # the probe does see what is readable
+        control.write_text("readable\n")
+        control.chmod(0o644)
+        assert set(readable_by(other_user, shared)) == {str(shared), str(runs), str(victim), str(control)}
+        assert readable_by(other_user, run_dir) == []

@@ -41,6 +41,7 @@ from typing import Any
 import prepare_gsm8k
 import pytest
 from agentcore_slime import rollout
+from agentcore_slime.episodes.log_ids import short_id
 from agentcore_slime.rollout import runtime
 from agentcore_slime.rollout.rewards import normalize_episode_rewards
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
@@ -385,7 +386,9 @@ def test_training_step_with_a_local_agent(
     data_source = ListDataSource.from_jsonl(stand.train_path, N_SAMPLES)
     output = rollout.generate_rollout(args, 0, data_source, evaluation=False)
     step = check_training_step(stand, args, output, segments=1)
-    assert f"episode failed: session {step['failed']}" in caplog.text
+    assert f"episode failed: session {short_id(step['failed'])} " in caplog.text
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("agentcore_slime")]
+    assert not any(step["failed"] in line for line in ours)  # a live session id is never logged whole
     assert output.metrics["agentcore/failed_episodes"] == 1
     check_evaluation(stand, args, data_source)
 

@@ -4,6 +4,7 @@ file is ever written through a link (issue 18, defects 11 and 14)."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,33 @@ def test_the_run_dir_itself_may_be_a_link_the_user_made(tmp_path: Path) -> None:
 def test_no_temporary_file_is_left_behind(tmp_path: Path) -> None:
     rundir.write_run_dir(tmp_path, {"train.sh": "v\n", "env": "e\n"})
     assert sorted(p.name for p in tmp_path.iterdir()) == [".rendered.json", "env", "train.sh"]
+
+
+def test_results_dirs_started_in_one_second_are_distinct_and_private(tmp_path: Path, monkeypatch) -> None:
+    """Issue 23 item 7: evaluations started in the same second shared one directory; a name
+    made there first (a link to someone's directory) is passed over, never written through."""
+    frozen = rundir.time.gmtime(1_800_000_000)
+    monkeypatch.setattr(rundir.time, "gmtime", lambda *_: frozen)
+    stamp = rundir.time.strftime("%Y%m%d-%H%M%S", frozen)
+    base = tmp_path / "run" / "eval"
+    base.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (base / stamp).symlink_to(victim)
+    old = os.umask(0)
+    try:
+        made = [rundir.new_results_dir(base) for _ in range(3)]
+    finally:
+        os.umask(old)
+    assert [p.name for p in made] == [f"{stamp}-2", f"{stamp}-3", f"{stamp}-4"]
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in [base, *made])
+    assert list(victim.iterdir()) == []
+
+
+def test_a_results_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "eval").symlink_to(victim)
+    with pytest.raises(OSError, match="symbolic link"):
+        rundir.new_results_dir(tmp_path / "eval")
+    assert list(victim.iterdir()) == []

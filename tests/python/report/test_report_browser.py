@@ -71,3 +71,35 @@ def test_the_report_loads_without_errors_and_browses_episodes(page: Any, tmp_pat
     keep = os.environ.get("TOOLKIT_REPORT_SCREENSHOT")
     if keep:
         shutil.copy(shot, keep)
+
+
+def test_a_page_with_a_nasty_dataset_name_and_a_partial_line_loads_and_says_what_it_skipped(
+    page: Any, tmp_path: Path
+) -> None:
+    import json
+
+    from agentcore_slime.observe import RunLog
+    from recorded_run import step_records
+
+    run = tmp_path / "runs" / "nasty"
+    write_run(run, steps=2, record_episodes=2)
+    name = 'a $\\frac{$ b <img src=x onerror="window.__pwned=1">'
+    RunLog(str(run), 2, 10).step("eval", 1, step_records(1), 5.0, dataset=name)
+    with (run / "metrics.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({"kind": "train", "step": 2, "episodes": {"started": 4}}) + "\n")
+        handle.write("{cut\n")
+    cut = len((run / "metrics.jsonl").read_text().splitlines())
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(write_report(run).as_uri(), timeout=60_000)
+
+    assert errors == []
+    assert page.evaluate("window.__pwned === undefined") is True
+    widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+    assert len(widths) == 5 and min(widths) > 100
+    assert f"Evaluation: {name}" in page.inner_text("body")
+    notes = page.locator("#notes").inner_text()
+    assert f"skipped 1 line of metrics.jsonl: line {cut} is not JSON" in notes
+    assert f"showed 1 line of metrics.jsonl in part: line {cut - 1} lacks step_seconds, " in notes
+    assert page.locator("#steps tr").count() == 1 + 3  # steps 0, 1 and the partial step 2

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from agentcore_slime import rollout
+from agentcore_slime.episodes.log_ids import short_id
 from agentcore_slime.rollout import runtime
 from agentcore_slime.rollout.rewards import normalize_episode_rewards
 from agentcore_slime.rollout.samples import ShimRecord, is_padding
@@ -122,7 +123,9 @@ def test_thirty_percent_failures_in_one_step(
     assert reasons == [ShimRecord.of(s).reason for s in failed]
     assert [ShimRecord.of(s).failure for s in failed] == ["agent_crashed", "invoke_error", "timeout"]
     failures = [r.getMessage() for r in records if r.getMessage().startswith("episode failed")]
-    assert len(failures) == 3 and all(s.session_id in " ".join(failures) for s in failed)
+    # each failed episode named by a shortened session id, never the whole (a live credential)
+    assert len(failures) == 3 and all(short_id(s.session_id) in " ".join(failures) for s in failed)
+    assert not any(s.session_id in " ".join(failures) for s in failed)
     assert len(records) == 4  # nothing per successful episode
 
 
