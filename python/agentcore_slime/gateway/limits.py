@@ -25,7 +25,8 @@ from aiohttp.web_protocol import RequestHandler
 logger = logging.getLogger(__name__)
 
 FD_RESERVE = 64  # open files kept for the engine's pool, the render worker's pipes, logs
-MESSAGE_MARGIN_BYTES = 8  # bytes a message's text may merge with the template around it
+MARGIN_BYTES = 8  # bytes a text chunk may merge with the text around it (normalized or tokenized)
+FLOOR_CHUNK_CHARS = 64 * 1024  # text measured per C call: the event loop gets the GIL in between
 _UNICODE_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
 _DROPPING_PRE_TOKENIZERS = ("Whitespace", "BertPreTokenizer", "Removed", "CharDelimiterSplit")
 
@@ -127,6 +128,7 @@ class TokenFloor:
         self.longest = 0
         self.why_off = ""
         self._normalize = _identity
+        self._ascii_kept = True  # the normalizer leaves ASCII text as it is (a Unicode form, or none)
         try:
             self._setup(tokenizer)
         except Exception as err:  # noqa: BLE001 - an unusual tokenizer: no floor, say why
@@ -147,6 +149,7 @@ class TokenFloor:
             self.why_off = "a pre-tokenizer that drops text"
             return
         self._normalize = _normalizer(backend.normalizer)
+        self._ascii_kept = self._normalize is _identity or isinstance(self._normalize, functools.partial)
         byte_level = "ByteLevel" in pre
         self.longest = max(_token_bytes(token, byte_level) for token in tokenizer.get_vocab())
 
@@ -159,9 +162,15 @@ class TokenFloor:
             content = message.get("content")
             if message.get("role") == "assistant" or not isinstance(content, str) or not content:
                 continue
-            text_bytes = len(self._normalize(content).encode("utf-8", "surrogatepass"))
-            size += max(0, text_bytes - MESSAGE_MARGIN_BYTES)
+            for start in range(0, len(content), FLOOR_CHUNK_CHARS):
+                size += max(0, self._utf8_size(content[start : start + FLOOR_CHUNK_CHARS]) - MARGIN_BYTES)
         return size // self.longest
+
+    def _utf8_size(self, text: str) -> int:
+        """Bytes of ``text`` normalized (a chunk: each C call holds the GIL for well under 1 ms)."""
+        if self._ascii_kept and text.isascii():  # a flag of the string: no normalizing, no encoding
+            return len(text)
+        return len(self._normalize(text).encode("utf-8", "surrogatepass"))
 
 
 def _identity(text: str) -> str:

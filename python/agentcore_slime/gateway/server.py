@@ -81,7 +81,8 @@ RENDER_THREADS = 4  # the small lane: renders of bodies up to LARGE_BODY_BYTES, 
 LARGE_RENDER_THREADS = 2  # the large lane: a queue of huge prompts never delays the small ones
 LARGE_BODY_BYTES = 64 * 1024  # a body over it (~16k tokens of text) is built in the large lane
 MAX_BODY_BYTES = 64 * 1024**2  # aiohttp's client_max_size: a larger body gets 413
-LISTEN_BACKLOG = 1024
+LISTEN_BACKLOG = 1024  # connections the kernel queues for accept
+ACCEPT_BATCH = 16  # connections asyncio accepts in a row before the cap can close old ones
 INLINE_BODY_BYTES = 256 * 1024  # larger chat bodies are parsed in a render thread, not on the loop
 INLINE_NEW_BYTES = 16 * 1024  # a body this much larger than the last one is bridged in a thread too
 _T = TypeVar("_T")
@@ -372,7 +373,11 @@ class Gateway:
         sock = socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG, dualstack_ipv6=dual)
         sock.setblocking(False)
         loop = asyncio.get_running_loop()
-        self._servers.append(await loop.create_server(self._cap.factory, sock=sock, backlog=LISTEN_BACKLOG))
+        # asyncio accepts up to `backlog` connections in a row, each taking a file before the
+        # cap sees it: a small batch keeps a burst of connections within the open-files limit;
+        # the kernel's queue stays long (listen() again only resizes it).
+        self._servers.append(await loop.create_server(self._cap.factory, sock=sock, backlog=ACCEPT_BATCH))
+        sock.listen(LISTEN_BACKLOG)
         return int(sock.getsockname()[1])
 
     async def _bind(self) -> None:
