@@ -58,7 +58,9 @@ def stall(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    with FakeSGLang(text_policy(tokenizer, lambda _: "ok"), tokenizer=tokenizer, context_length=args.context) as engine:
+    with FakeSGLang(
+        text_policy(tokenizer, lambda _: "ok"), tokenizer=tokenizer, context_length=args.context
+    ) as engine:
         gateway = GatewayProcess(GatewayConfig(model_dir, host="127.0.0.1", port=0), ready_timeout=120)
         gateway.start(engine.url)
         try:
@@ -81,7 +83,9 @@ def _send_big(bases: list[str], megabytes: float, verbose: bool, started: Any, o
     def send(i: int) -> None:
         begun = time.perf_counter()
         try:
-            reply = httpx.post(f"{bases[i]}/chat/completions", content=bodies[i], timeout=600, trust_env=False)
+            reply = httpx.post(
+                f"{bases[i]}/chat/completions", content=bodies[i], timeout=600, trust_env=False
+            )
             code = str(reply.status_code)
             if reply.status_code >= 400:
                 code += " " + str(reply.json()["error"].get("code"))
@@ -113,7 +117,8 @@ def _measure(gateway: Any, httpx: Any, args: argparse.Namespace) -> dict[str, An
             base = gateway.create_session(f"small-{n}")
             started = time.perf_counter()
             reply = client.post(
-                f"{base}/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+                f"{base}/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
             )
             small_ms.append((time.perf_counter() - started) * 1000)
             assert reply.status_code == 200, reply.text
@@ -130,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-mb", type=float, default=2.7, help="MB of text in each huge call")
     parser.add_argument("--context", type=int, default=32768, help="the engine's context length (tokens)")
     parser.add_argument("--tries", type=int, default=5, help="small first calls timed")
-    parser.add_argument("--settle", type=float, default=1.0, help="seconds between the big calls and the first small one")
+    parser.add_argument(
+        "--settle", type=float, default=1.0, help="seconds between the big calls and the first small one"
+    )
     parser.add_argument("--pause", type=float, default=0.2, help="seconds between two small calls")
     parser.add_argument("--verbose", action="store_true", help="each big call's outcome with its time")
     args = parser.parse_args(argv)

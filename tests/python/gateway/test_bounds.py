@@ -45,7 +45,9 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[3] / "python"
 
 def _chat(base: str, body: Any, **kw: Any) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(f"{base}/chat/completions", content=content, **{"timeout": 30, "trust_env": False, **kw})
+    return httpx.post(
+        f"{base}/chat/completions", content=content, **{"timeout": 30, "trust_env": False, **kw}
+    )
 
 
 def _big_body(chars: int, tag: str = "") -> dict[str, Any]:
@@ -85,7 +87,11 @@ def test_a_queue_of_huge_renders_does_not_delay_another_sessions_first_call(make
     bases = [stand.gateway.create_session(f"big-{i}") for i in range(12)]
     status: list[int] = []
     threads = [
-        threading.Thread(target=lambda b=b, i=i: status.append(_chat(b, _big_body(300_000, f"s{i}"), timeout=120).status_code))
+        threading.Thread(
+            target=lambda b=b, i=i: status.append(
+                _chat(b, _big_body(300_000, f"s{i}"), timeout=120).status_code
+            )
+        )
         for i, b in enumerate(bases)
     ]
     for thread in threads:
@@ -109,7 +115,9 @@ def test_a_queue_of_huge_renders_does_not_delay_another_sessions_first_call(make
     assert status == [200] * 12
 
 
-def test_huge_renders_in_the_gateway_process_leave_other_sessions_fast(model_dir: Path, tokenizer: Any) -> None:
+def test_huge_renders_in_the_gateway_process_leave_other_sessions_fast(
+    model_dir: Path, tokenizer: Any
+) -> None:
     """The stall of issue 23 rendered for real in the gateway's own process (as in training):
     12 concurrent first calls of 1 MB each (they fit the context, so each is rendered in
     full, about a second of CPU each), and meanwhile other sessions' 2-character first calls take
@@ -125,7 +133,9 @@ def test_huge_renders_in_the_gateway_process_leave_other_sessions_fast(model_dir
         bodies = [json.dumps(_big_body(1_000_000, f"s{i}")).encode() for i in range(12)]
         status: list[int] = []
         threads = [
-            threading.Thread(target=lambda b=b, body=body: status.append(_chat(b, body, timeout=300).status_code))
+            threading.Thread(
+                target=lambda b=b, body=body: status.append(_chat(b, body, timeout=300).status_code)
+            )
             for b, body in zip(bases, bodies, strict=True)
         ]
         for thread in threads:
@@ -166,7 +176,9 @@ def test_a_render_past_the_render_timeout_is_a_503_and_the_session_stays_usable(
     assert slow.json()["error"]["code"] == "render_timeout" and "0.5 s" in slow.json()["error"]["message"]
     gate.opened.set()
     again = _chat(base, HELLO)
-    assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "after the timeout"
+    assert (
+        again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "after the timeout"
+    )
     time.sleep(0.5)  # the held render finished meanwhile: its prompt was discarded
     assert [t.messages for t in stand.gateway.traces("s")] == [HELLO["messages"]]
     assert len(stand.engine.requests) == 1
@@ -210,13 +222,21 @@ def test_a_prompt_that_cannot_fit_is_refused_before_its_render(make_stand) -> No
     assert _chat(base, HELLO).status_code == 200  # the session is usable
 
 
-PIECES = st.sampled_from(["e\u0301", "\u1100\u1161\u11a8", "<|im_start|>", "</tool_call>", " ", "\n", "ﬁ", "ẞ"])
+PIECES = st.sampled_from(
+    ["e\u0301", "\u1100\u1161\u11a8", "<|im_start|>", "</tool_call>", " ", "\n", "ﬁ", "ẞ"]
+)
 TEXTS = st.lists(st.characters(blacklist_categories=("Cs",)) | PIECES, max_size=200).map("".join)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["system", "user", "assistant", "tool"]), TEXTS), min_size=1, max_size=5))
-def test_the_token_floor_never_exceeds_the_rendered_length(tokenizer: Any, turns: list[tuple[str, str]]) -> None:
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["system", "user", "assistant", "tool"]), TEXTS), min_size=1, max_size=5
+    )
+)
+def test_the_token_floor_never_exceeds_the_rendered_length(
+    tokenizer: Any, turns: list[tuple[str, str]]
+) -> None:
     """The floor is a lower bound: never more tokens than the chat template really renders
     (combining marks, Hangul jamo NFC composes, special-token text, ligatures included)."""
     floor = TokenFloor(tokenizer)
@@ -290,9 +310,17 @@ def test_stored_replies_are_bounded_per_session_oldest_first(make_stand) -> None
         body = {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}
         assert _chat(base, body, headers={"Idempotency-Key": f"k{i}"}).status_code == 200
     assert list(stand.gateway._session("s").replies) == ["k3", "k4", "k5"]
-    newest = _chat(base, {"model": "m", "messages": [{"role": "user", "content": "q5"}]}, headers={"Idempotency-Key": "k5"})
+    newest = _chat(
+        base,
+        {"model": "m", "messages": [{"role": "user", "content": "q5"}]},
+        headers={"Idempotency-Key": "k5"},
+    )
     assert newest.json()["choices"][0]["message"]["content"] == "reply 5"  # kept: the same reply
-    dropped = _chat(base, {"model": "m", "messages": [{"role": "user", "content": "q0"}]}, headers={"Idempotency-Key": "k0"})
+    dropped = _chat(
+        base,
+        {"model": "m", "messages": [{"role": "user", "content": "q0"}]},
+        headers={"Idempotency-Key": "k0"},
+    )
     assert dropped.json()["choices"][0]["message"]["content"] == "a new sample"  # forgotten: generated
     assert len(stand.gateway.traces("s")) == 7
 
@@ -309,7 +337,10 @@ def test_an_idempotency_key_reused_with_another_body_is_422(make_stand) -> None:
     assert "different request body" in resp.json()["error"]["message"]
     assert resp.headers["x-should-retry"] == "false"
     assert len(stand.engine.requests) == 1 and len(stand.gateway.traces("s")) == 1
-    assert _chat(base, HELLO, headers={"Idempotency-Key": "k"}).json()["choices"][0]["message"]["content"] == "the reply"
+    assert (
+        _chat(base, HELLO, headers={"Idempotency-Key": "k"}).json()["choices"][0]["message"]["content"]
+        == "the reply"
+    )
 
 
 # --------------------------------------------------------------------- admin secret
@@ -327,7 +358,9 @@ def test_admin_routes_need_the_secret_even_from_loopback(make_stand) -> None:
     ]:
         missing = httpx.request(method, f"{gw.url}{path}", json={"session_id": "x"}, trust_env=False)
         assert missing.status_code == 401 and ADMIN_SECRET_HEADER in missing.json()["error"]["message"]
-        wrong = httpx.request(method, f"{gw.url}{path}", json={"session_id": "x"}, headers={ADMIN_SECRET_HEADER: "x" * 43})
+        wrong = httpx.request(
+            method, f"{gw.url}{path}", json={"session_id": "x"}, headers={ADMIN_SECRET_HEADER: "x" * 43}
+        )
         assert wrong.status_code == 403
     assert gw.traces("s") == [] and gw._session("x") is None  # nothing was created nor deleted
     ok = httpx.get(f"{gw.url}/admin/stats", headers=gw.admin_headers, trust_env=False)
@@ -362,7 +395,8 @@ def test_another_user_cannot_use_the_admin_routes_and_never_sees_the_secret(
                 "import sys, urllib.request, urllib.error\n"
                 "url, sid = sys.argv[1], sys.argv[2]\n"
                 "for method, path, body in [('POST', '/admin/sessions', b'{\"session_id\": \"mine\"}'),"
-                " ('GET', f'/admin/sessions/{sid}/traces', None), ('POST', f'/admin/sessions/{sid}/abort', None),"
+                " ('GET', f'/admin/sessions/{sid}/traces', None),"
+                " ('POST', f'/admin/sessions/{sid}/abort', None),"
                 " ('DELETE', f'/admin/sessions/{sid}', None), ('GET', '/admin/stats', None)]:\n"
                 "    req = urllib.request.Request(url + path, data=body, method=method)\n"
                 "    try:\n"
@@ -429,8 +463,13 @@ def _start_child(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "agentcore_slime.gateway", "--engine-url", engine_url,
-            "--config", json.dumps({"model_dir": str(model_dir), "host": "127.0.0.1", "port": 0, **config}),
+            sys.executable,
+            "-m",
+            "agentcore_slime.gateway",
+            "--engine-url",
+            engine_url,
+            "--config",
+            json.dumps({"model_dir": str(model_dir), "host": "127.0.0.1", "port": 0, **config}),
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -460,7 +499,9 @@ def test_the_open_files_limit_is_raised_to_the_hard_limit(model_dir: Path, token
     with FakeSGLang(text_policy(tokenizer, lambda _: "ok"), tokenizer=tokenizer) as engine:
         proc, _, _ = _start_child(model_dir, engine.url, (256, 4096))
         try:
-            line = next(x for x in Path(f"/proc/{proc.pid}/limits").read_text().splitlines() if "open files" in x)
+            line = next(
+                x for x in Path(f"/proc/{proc.pid}/limits").read_text().splitlines() if "open files" in x
+            )
             assert line.split()[3:5] == ["4096", "4096"], line
         finally:
             _stop_child(proc)
@@ -475,7 +516,10 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(model_dir: Path, tok
         stalled: list[socket.socket] = []
         try:
             made = httpx.post(
-                f"{url}/admin/sessions", json={"session_id": "s"}, headers={ADMIN_SECRET_HEADER: secret}, timeout=10
+                f"{url}/admin/sessions",
+                json={"session_id": "s"},
+                headers={ADMIN_SECRET_HEADER: secret},
+                timeout=10,
             )
             base = made.json()["base_url"]
             for _ in range(300):

@@ -180,7 +180,9 @@ def test_admin_routes_serve_loopback_only(make_stand) -> None:
     stand = make_stand()
     gw = stand.gateway
     resp = httpx.post(
-        f"{gw.url}/admin/sessions", json={"session_id": "adm", "sampling_params": {}}, headers=gw.admin_headers
+        f"{gw.url}/admin/sessions",
+        json={"session_id": "adm", "sampling_params": {}},
+        headers=gw.admin_headers,
     )
     assert resp.status_code == 200 and resp.json()["base_url"].endswith(
         "/sessions/adm/v1"

@@ -310,7 +310,9 @@ def test_malformed_requests_are_openai_shaped_400(
     base = stand.gateway.create_session("s")
     _assert_openai_400(_chat(base, body), needle)
     assert stand.engine.requests == [] and stand.gateway.traces("s") == []
-    admin = httpx.get(f"{stand.gateway.url}/admin/sessions/s/traces", headers=stand.gateway.admin_headers, timeout=10)
+    admin = httpx.get(
+        f"{stand.gateway.url}/admin/sessions/s/traces", headers=stand.gateway.admin_headers, timeout=10
+    )
     assert admin.status_code == 200 and admin.json() == []
 
 
