@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import resource
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -65,6 +66,9 @@ class ConnectionCap:
     :param cap: the most connections open at once.
     """
 
+    late_methods = frozenset({"POST"})
+    late_suffix = "/chat/completions"  # agent calls: busy once their body has arrived
+
     def __init__(self, cap: int) -> None:
         self.server: web.Server | None = None
         self.cap = cap
@@ -101,10 +105,21 @@ class ConnectionCap:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Marks the connection busy while its request is handled; requests with a body the
+        handler reads itself (``late``) are marked by :meth:`serving` once it has arrived, so
+        a connection stalled mid-body can still be closed to make room."""
+        if request.method in self.late_methods and request.path.endswith(self.late_suffix):
+            return await handler(request)  # type: ignore[no-any-return]
+        with self.serving(request):
+            return await handler(request)  # type: ignore[no-any-return]
+
+    @contextlib.contextmanager
+    def serving(self, request: web.Request) -> Iterator[None]:
+        """Its connection is not closed to make room while this lasts."""
         protocol = request.protocol
         self._busy[protocol] = self._busy.get(protocol, 0) + 1
         try:
-            return await handler(request)  # type: ignore[no-any-return]
+            yield
         finally:
             left = self._busy.pop(protocol) - 1
             if left:

@@ -683,6 +683,13 @@ class Gateway:
                 "invalid_request_error",
                 code="request_timeout",
             )
+        assert self._cap is not None
+        with self._cap.serving(request):  # from now on its connection is not closed to make room
+            return await self._serve_body(request, session, sid, raw)
+
+    async def _serve_body(
+        self, request: web.Request, session: _Session, sid: str, raw: bytes
+    ) -> web.StreamResponse:
         key = request.headers.get(IDEMPOTENCY_KEY) or None
         digest = b"" if key is None else await self._digest(raw)
         task = asyncio.current_task()

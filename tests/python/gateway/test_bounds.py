@@ -507,10 +507,21 @@ def test_the_open_files_limit_is_raised_to_the_hard_limit(model_dir: Path, token
             _stop_child(proc)
 
 
-def test_half_sent_requests_do_not_starve_a_legitimate_call(model_dir: Path, tokenizer: Any) -> None:
+STALLS = {
+    "head": b"POST /sessions/s/v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+    # a body of the session's own (its id known, as an agent knows it), never finished
+    "body": b"POST /sessions/s/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
+}
+
+
+@pytest.mark.parametrize("stall", sorted(STALLS))
+def test_half_sent_requests_do_not_starve_a_legitimate_call(
+    model_dir: Path, tokenizer: Any, stall: str
+) -> None:
     """Open-files limit 256 (soft and hard) and 300 connections that send half a request head
-    and stall: a legitimate call still gets its answer at once (the oldest stalled connections
-    are closed to make room), not after the 30 s client timeout, and not refused."""
+    (or a whole head and half a body) and stall: a legitimate call still gets its answer at
+    once (the oldest stalled connections are closed to make room), not after the 30 s client
+    timeout, and not refused."""
     with FakeSGLang(text_policy(tokenizer, lambda _: "legit"), tokenizer=tokenizer) as engine:
         proc, url, secret = _start_child(model_dir, engine.url, (256, 256))
         stalled: list[socket.socket] = []
@@ -524,7 +535,7 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(model_dir: Path, tok
             base = made.json()["base_url"]
             for _ in range(300):
                 conn = _raw(url)
-                conn.sendall(b"POST /sessions/s/v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+                conn.sendall(STALLS[stall])
                 stalled.append(conn)
             time.sleep(0.5)
             started = time.monotonic()
