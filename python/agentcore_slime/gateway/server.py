@@ -683,6 +683,8 @@ class Gateway:
                 "invalid_request_error",
                 code="request_timeout",
             )
+        except ConnectionResetError:  # the client went away mid-body, or was closed to make room
+            return web.Response(status=499)
         assert self._cap is not None
         with self._cap.serving(request):  # from now on its connection is not closed to make room
             return await self._serve_body(request, session, sid, raw)
