@@ -176,7 +176,8 @@ class BenchGateway:
         import httpx
 
         query = "?deep=1" if deep else ""
-        return dict(httpx.get(f"{self.gateway.url}/admin/stats{query}", timeout=600).json())
+        headers = self.gateway.admin_headers
+        return dict(httpx.get(f"{self.gateway.url}/admin/stats{query}", headers=headers, timeout=600).json())
 
     def delete_all(self) -> None:
         for sid in self.sessions:

@@ -4,7 +4,9 @@ Started by :class:`~.process.GatewayProcess`, never by hand::
 
     python -m agentcore_slime.gateway --engine-url http://10.0.0.5:3000 --config '{"model_dir": ...}'
 
-It starts a :class:`~.server.Gateway` from the JSON ``GatewayConfig`` and writes one line to
+Its first stdin line is the run's admin secret (the parent makes it; it is never on the command
+line, where other users read it in /proc, nor in the environment). It starts a
+:class:`~.server.Gateway` from the JSON ``GatewayConfig`` and that secret, and writes one line to
 stdout: ``agentcore-gateway {"ready": url, "admin": loopback url, "pid": pid}`` once it serves,
 or ``agentcore-gateway {"error": kind, "message": ...}`` when ``Gateway.start`` fails (kind:
 ``ConfigError``, ``ValueError``, ``RuntimeError`` or ``OSError``; exit status 1). Log lines go
@@ -56,6 +58,21 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
+def _read_secret() -> str:
+    """The admin secret: stdin's first line (read byte by byte: the rest of stdin is the
+    parent-death watch)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(sys.stdin.fileno(), 1)
+        if not byte:
+            raise RuntimeError("stdin closed before the admin secret line (started by GatewayProcess only)")
+        line += byte
+    secret = line.decode().strip()
+    if len(secret) < 32:
+        raise RuntimeError("the admin secret line is shorter than 32 characters")
+    return secret
+
+
 def _wait_for_parent() -> None:
     """Block until stdin reaches end of file: the parent closed its end or died."""
     while os.read(sys.stdin.fileno(), 4096):
@@ -87,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 
     gateway: Gateway | None = None
     try:
+        secret = _read_secret()
         config = GatewayConfig(**json.loads(args.config))
-        gateway = Gateway(config)
+        gateway = Gateway(config, admin_secret=secret)
         gateway.start(args.engine_url)
     except Exception as err:  # noqa: BLE001 - every start-up failure is reported to the parent
         _report(ready, {"error": _error_kind(err), "message": str(err) or type(err).__name__})

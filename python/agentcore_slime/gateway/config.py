@@ -17,6 +17,16 @@ from typing import Any
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.settings.schema import LOG_LEVELS, NONE, expected, gateway_keys, parse_text
 
+ADMIN_SECRET_HEADER = "X-Gateway-Admin-Secret"  # admin requests carry the run's secret in it
+
+
+def short_id(session_id: str) -> str:
+    """A session id as logs show it: its first 8 characters and "...", enough to match log
+    lines with a run's records, too little to call the session (the id is the agent routes'
+    only credential: 36 random characters)."""
+    return session_id[:8] + "..." if len(session_id) > 8 else session_id
+
+
 SAMPLING_KEYS = frozenset({"temperature", "top_p", "top_k", "max_new_tokens", "min_p", "repetition_penalty"})
 
 
@@ -45,6 +55,14 @@ class GatewayConfig:
     :param engine_health_attempts: ``GET /health`` tries (1 s apart) before ``start`` gives up.
     :param client_timeout: seconds a client may take to send a request's head or body, and
         an idle keep-alive connection stays open (slow or stalled clients are cut off).
+    :param render_timeout: seconds a call may wait for its prompt to be built (queued and
+        rendering); past it the call gets 503 ``render_timeout`` and the session stays usable.
+    :param max_connections: client connections served at once (also capped by the open-files
+        limit); at the cap, the oldest connection without a request in progress is closed.
+    :param session_body_bytes: request-body bytes one session may have in flight (read or
+        being read, declared by ``Content-Length``); past it a call gets 429.
+    :param stored_replies: ``Idempotency-Key`` replies a session keeps for retries (the oldest
+        is dropped first).
     """
 
     model_dir: str
@@ -63,6 +81,10 @@ class GatewayConfig:
     default_max_new_tokens: int = 4096
     engine_health_attempts: int = 10
     client_timeout: float = 30.0
+    render_timeout: float = 120.0
+    max_connections: int = 4096
+    session_body_bytes: int = 128 * 1024**2
+    stored_replies: int = 64
 
     def __post_init__(self) -> None:
         if not self.model_dir:
@@ -81,6 +103,10 @@ class GatewayConfig:
             raise ConfigError("engine_retries and engine_retry_backoff must be >= 0, engine_timeout > 0")
         if not self.client_timeout > 0:
             raise ConfigError(f"client_timeout {self.client_timeout} must be > 0 (seconds)")
+        if not self.render_timeout > 0:
+            raise ConfigError(f"render_timeout {self.render_timeout} must be > 0 (seconds)")
+        if self.max_connections < 1 or self.session_body_bytes < 1 or self.stored_replies < 1:
+            raise ConfigError("max_connections, session_body_bytes and stored_replies must be >= 1")
 
     @property
     def level(self) -> int:

@@ -6,6 +6,8 @@ rollout's own work. :class:`GatewayProcess` runs the real gateway in
 ``python -m agentcore_slime.gateway`` (its own interpreter) and forwards the session calls to
 its loopback admin routes; traces come back as :mod:`.trace_wire` bytes.
 
+- Admin calls carry a per-child secret (random, made here): the child reads it from its stdin,
+  never from its command line or environment, so another user of the host cannot use them.
 - The child inherits stderr (its log lines go where the rollout's go) and watches its stdin:
   when the parent dies, however, the pipe closes and the child exits.
 - A watcher thread notices when the child dies. From then on every session call raises
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -34,7 +37,7 @@ import httpx
 from agentcore_slime.errors import ConfigError, ToolkitError
 
 from . import trace_wire
-from .config import GatewayConfig
+from .config import ADMIN_SECRET_HEADER, GatewayConfig, short_id
 from .store import rebuild
 from .trace import CallTrace
 
@@ -95,7 +98,13 @@ class _Child:
     """One started child: its process, admin client and URLs."""
 
     def __init__(
-        self, proc: subprocess.Popen[bytes], generation: int, url: str, admin: str, timeout: float
+        self,
+        proc: subprocess.Popen[bytes],
+        generation: int,
+        url: str,
+        admin: str,
+        timeout: float,
+        secret: str,
     ) -> None:
         self.proc = proc
         self.generation = generation  # children started before it, plus one
@@ -108,6 +117,7 @@ class _Child:
             timeout=httpx.Timeout(timeout, connect=5.0),
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
             trust_env=False,  # a proxy from the environment must not carry loopback admin calls
+            headers={ADMIN_SECRET_HEADER: secret},
         )
 
 
@@ -202,6 +212,7 @@ class GatewayProcess:
             "--config",
             json.dumps(asdict(self.config)),
         ]
+        secret = secrets.token_urlsafe(32)  # the admin routes' key for this child
         proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -210,11 +221,14 @@ class GatewayProcess:
             start_new_session=True,  # its own process group: its render worker goes down with it
         )
         try:
+            assert proc.stdin is not None
+            proc.stdin.write(secret.encode() + b"\n")  # its first stdin line; stdin stays open
+            proc.stdin.flush()
             ready = self._read_ready(proc)
         except BaseException:
             _stop(proc)
             raise
-        child = _Child(proc, self._generation + 1, ready["ready"], ready["admin"], self.call_timeout)
+        child = _Child(proc, self._generation + 1, ready["ready"], ready["admin"], self.call_timeout, secret)
         try:
             child.client.get("/health").raise_for_status()
         except httpx.HTTPError as err:
@@ -315,7 +329,7 @@ class GatewayProcess:
             stored = trace_wire.decode(response.content)
         except ValueError as err:
             raise RuntimeError(
-                f"the gateway process sent unreadable traces for session {session_id!r}: {err}"
+                f"the gateway process sent unreadable traces for session {short_id(session_id)}: {err}"
             ) from None
         return rebuild(stored)
 
@@ -373,6 +387,19 @@ class GatewayProcess:
             raise _died(child)
         return child, generation
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The header the serving child's admin routes need (its secret: never log it)."""
+        child = self._child
+        return {} if child is None else {ADMIN_SECRET_HEADER: str(child.client.headers[ADMIN_SECRET_HEADER])}
+
+    def stats(self, deep: bool = False) -> dict[str, Any]:
+        """The child's ``/admin/stats`` (see ``Gateway.stats``)."""
+        child, _ = self._serving()
+        response = self._call(child, "GET", "/admin/stats", params={"deep": "1"} if deep else None)
+        _check(response, child)
+        return dict(response.json())
+
     def _call(self, child: _Child, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             return child.client.request(method, path, **kwargs)
@@ -381,7 +408,7 @@ class GatewayProcess:
                 returncode = child.proc.wait(2.0)
             except subprocess.TimeoutExpired:
                 raise RuntimeError(
-                    f"the gateway process (pid {child.proc.pid}) did not answer {method} {path}: "
+                    f"the gateway process (pid {child.proc.pid}) did not answer {method} {_redact(path)}: "
                     f"{type(err).__name__}: {err}"
                 ) from None
             self._mark_dead(child, returncode)
@@ -413,8 +440,16 @@ def _check(response: httpx.Response, child: _Child) -> None:
     if response.status_code >= 400:
         raise RuntimeError(
             f"the gateway process (pid {child.proc.pid}) answered {response.request.method} "
-            f"{response.request.url.path} with {_error_message(response)}"
+            f"{_redact(response.request.url.path)} with {_error_message(response)}"
         )
+
+
+def _redact(path: str) -> str:
+    """An admin path with its session id shortened (errors end up in logs)."""
+    parts = path.split("/")
+    if len(parts) > 3 and parts[1:3] == ["admin", "sessions"]:
+        parts[3] = short_id(parts[3])
+    return "/".join(parts)
 
 
 def _child_env() -> dict[str, str]:

@@ -16,6 +16,7 @@ import logging
 import multiprocessing
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,10 @@ def text_size(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
     return size + (len(str(tools)) if tools else 0)
 
 
+class RenderTimeout(Exception):
+    """A render did not finish within the call's render timeout (the caller answers 503)."""
+
+
 class RenderPool:
     """One worker process for long full renders.
 
@@ -79,14 +84,24 @@ class RenderPool:
                 self._pool = ProcessPoolExecutor(1, context, _init_worker, (self.spec,))
             return self._pool
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int] | None:
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, timeout: float
+    ) -> list[int] | None:
         """The rendered ids, or None when the worker could not render (render in-thread then).
 
-        Blocks the calling thread (a render-pool thread), not the event loop.
+        Blocks the calling thread (a render-pool thread), not the event loop, for at most
+        ``timeout`` seconds.
+
+        :raises RenderTimeout: not rendered in time (a render not yet started is cancelled;
+            one in progress finishes in the worker, its ids unused).
         """
         pool = self._executor()
+        future = pool.submit(_render_in_worker, messages, tools)
         try:
-            ids = pool.submit(_render_in_worker, messages, tools).result()
+            ids = future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise RenderTimeout(f"the render worker did not render the prompt within {timeout:g} s") from None
         except BrokenProcessPool:
             logger.warning("the render worker process died; it is restarted for the next long prompt")
             with self._lock:

@@ -9,7 +9,8 @@ sent to and sampled by the engine, after the reply was written to the agent.
 Routes:
 - ``POST /sessions/{sid}/v1/chat/completions``, ``GET /sessions/{sid}/v1/models``
 - ``GET /health``
-- admin, loopback peers only: ``POST /admin/sessions``, ``DELETE /admin/sessions/{sid}``,
+- admin, loopback peers that send the run's admin secret (header ``X-Gateway-Admin-Secret``)
+  only: ``POST /admin/sessions``, ``DELETE /admin/sessions/{sid}``,
   ``GET /admin/sessions/{sid}/traces`` (JSON; ``.../traces.bin``: :mod:`.trace_wire` bytes),
   ``POST /admin/sessions/{sid}/abort``, ``GET /admin/stats`` (sessions, ids held, bytes, GC pauses;
   ``?deep=1`` counts every byte the sessions reach)
@@ -20,10 +21,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import hashlib
+import hmac
 import ipaddress
 import json
 import logging
+import math
 import re
+import secrets
 import socket
 import threading
 import time
@@ -37,10 +42,11 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from . import trace_wire
-from .config import GatewayConfig, check_sampling_params
+from .config import ADMIN_SECRET_HEADER, GatewayConfig, check_sampling_params, short_id
 from .engine import EngineClient, EngineError, settle_finish
+from .limits import ConnectionCap, TokenFloor, connection_cap, fits, raise_open_files_limit
 from .memory import GcWatch, deep_size, release_memory
-from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, text_size
+from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, RenderTimeout, text_size
 from .rendering import (
     ChainState,
     Prompt,
@@ -71,7 +77,12 @@ PACKAGE_LOGGER = "agentcore_slime.gateway"
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:~-]{1,256}$")
 NO_RETRY = {"x-should-retry": "false"}
 IDEMPOTENCY_KEY = "Idempotency-Key"  # a client's retry sends the same key: it gets the same reply
-RENDER_THREADS = 4  # full-render workers: a long render does not queue the short ones
+RENDER_THREADS = 4  # the small lane: renders of bodies up to LARGE_BODY_BYTES, trace encoding
+LARGE_RENDER_THREADS = 2  # the large lane: a queue of huge prompts never delays the small ones
+LARGE_BODY_BYTES = 64 * 1024  # a body over it (~16k tokens of text) is built in the large lane
+MAX_BODY_BYTES = 64 * 1024**2  # aiohttp's client_max_size: a larger body gets 413
+LISTEN_BACKLOG = 1024  # connections the kernel queues for accept
+ACCEPT_BATCH = 16  # connections asyncio accepts in a row before the cap can close old ones
 INLINE_BODY_BYTES = 256 * 1024  # larger chat bodies are parsed in a render thread, not on the loop
 INLINE_NEW_BYTES = 16 * 1024  # a body this much larger than the last one is bridged in a thread too
 _T = TypeVar("_T")
@@ -89,7 +100,9 @@ class _Session:
     chain_before: ChainState | None = None  # before it (a repeat of that call is built from here)
     last_request: tuple[list[dict[str, Any]], str] | None = None
     body_bytes: int = 0  # size of the last chat body: a much larger next one brings much new text
-    replies: dict[str, _Body] = field(default_factory=dict)  # Idempotency-Key -> the reply sent
+    bytes_in_flight: int = 0  # body bytes of its calls being read or served (bounded per session)
+    # Idempotency-Key -> the body's digest and the reply sent (oldest first, bounded per session)
+    replies: dict[str, tuple[bytes, _Body]] = field(default_factory=dict)
     deleted: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     in_flight: set[asyncio.Task[Any]] = field(default_factory=set)  # chat handlers (gateway loop only)
@@ -103,6 +116,8 @@ class _Call:
     messages: list[dict[str, Any]]
     tools_key: str
     started: float
+    deadline: float = math.inf  # time.monotonic() by which its prompt must be built
+    large: bool = False  # built in the large lane
     repeat: bool = False  # the same messages and tools as the last recorded call
     prompt: Prompt | None = None
     chain_break: str = ""  # why a cumulative-mode call could not be bridged
@@ -132,6 +147,10 @@ def _guarded(fn: Callable[..., _T], *args: Any) -> _T:
         raise BadRequest("the request is nested too deeply") from None
 
 
+def _body_digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
 def _dumps(value: Any) -> str:
     return dump_json(value).decode()
 
@@ -141,6 +160,12 @@ def _is_loopback(address: str | None) -> bool:
         return address is not None and ipaddress.ip_address(address.split("%")[0]).is_loopback
     except ValueError:
         return False
+
+
+def _redacted(request: web.Request) -> str:
+    """The request's path with its session id shortened (logs must not carry live ids)."""
+    sid = request.match_info.get("sid")
+    return request.path.replace(sid, short_id(sid)) if sid else request.path
 
 
 def url_host(address: str) -> str:
@@ -199,11 +224,19 @@ class Gateway:
     """The gateway. All public methods are synchronous and thread-safe.
 
     :param config: see :class:`GatewayConfig`.
+    :param admin_secret: what admin requests must send in :data:`ADMIN_SECRET_HEADER` (a
+        random one when None: read it from :attr:`admin_headers`).
     """
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, admin_secret: str | None = None) -> None:
         self.config = config
         self.url = ""
+        self._admin_secret = (admin_secret or secrets.token_urlsafe(32)).encode()
+        self._servers: list[asyncio.AbstractServer] = []
+        self._cap: ConnectionCap | None = None
+        self._large_pool: ThreadPoolExecutor | None = None
+        self._floor: TokenFloor | None = None
+        self._open_files = 0  # the soft open-files limit, once raised
         self._sessions: dict[str, _Session] = {}
         self._registry = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -229,8 +262,13 @@ class Gateway:
         if not re.match(r"^https?://[^/\s]+", engine_url or ""):
             raise ValueError(f"engine url {engine_url!r} is not http(s)://host:port")
         logging.getLogger(PACKAGE_LOGGER).setLevel(self.config.level)
+        self._open_files = raise_open_files_limit()
         self._builder = self._make_builder()
+        self._floor = TokenFloor(self._builder.tokenizer)
         self._pool = ThreadPoolExecutor(RENDER_THREADS, thread_name_prefix="agentcore-gateway-render")
+        self._large_pool = ThreadPoolExecutor(
+            LARGE_RENDER_THREADS, thread_name_prefix="agentcore-gateway-large"
+        )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="agentcore-gateway", daemon=True)
         self._thread.start()
@@ -304,6 +342,7 @@ class Gateway:
                     "the engine does not report max_model_len; no context cap (set SGLANG_CONTEXT_LENGTH)"
                 )
         access = logging.getLogger(f"{PACKAGE_LOGGER}.access")
+        self._cap = ConnectionCap(connection_cap(self.config.max_connections, self._open_files))
         self._runner = web.AppRunner(
             self._app(),
             access_log=access if self.config.level <= logging.DEBUG else None,
@@ -312,29 +351,53 @@ class Gateway:
             keepalive_timeout=self.config.client_timeout,
         )
         await self._runner.setup()
+        assert self._runner.server is not None
+        self._cap.attach(self._runner.server)
         await self._bind()
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The header admin requests send (the run's secret: never log it)."""
+        return {ADMIN_SECRET_HEADER: self._admin_secret.decode()}
+
+    async def _listen(self, host: str, port: int) -> int:
+        """Serve on ``host:port`` through the connection cap; return the port.
+
+        ``::`` serves IPv4 too (asyncio's own listener would set IPV6_V6ONLY).
+        """
+        assert self._cap is not None
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        if host not in ("0.0.0.0", "::") and ":" not in host:
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        dual = host == "::" and socket.has_dualstack_ipv6()
+        sock = socket.create_server((host, port), family=family, backlog=LISTEN_BACKLOG, dualstack_ipv6=dual)
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        # asyncio accepts up to `backlog` connections in a row, each taking a file before the
+        # cap sees it: a small batch keeps a burst of connections within the open-files limit;
+        # the kernel's queue stays long (listen() again only resizes it).
+        self._servers.append(await loop.create_server(self._cap.factory, sock=sock, backlog=ACCEPT_BATCH))
+        sock.listen(LISTEN_BACKLOG)
+        return int(sock.getsockname()[1])
+
     async def _bind(self) -> None:
-        assert self._runner is not None
         host = self.config.host
-        site = web.TCPSite(self._runner, host or "0.0.0.0", self.config.port)
         try:
-            await site.start()
+            port = await self._listen(host or "0.0.0.0", self.config.port)
         except OSError as err:
             raise RuntimeError(
                 f"cannot listen on {host or '0.0.0.0'}:{self.config.port}: {err} "
                 "(set GATEWAY_PORT to a free port, or 0)"
             ) from None
-        port = int(self._runner.addresses[0][1])
         if host in (None, "0.0.0.0"):
             advertised = reachable_address()
-        elif host == "::":  # asyncio listens IPv6-only on "::": advertise an IPv6 address
+        elif host == "::":  # both families are served: advertise IPv6 as the host asked for it
             advertised = reachable_address(socket.AF_INET6) or "::1"
         else:
             advertised = str(host)
         if host and not _is_loopback(host) and host not in ("0.0.0.0", "::"):
             try:  # local tools (and the admin routes) reach it on loopback too
-                await web.TCPSite(self._runner, "127.0.0.1", port).start()
+                await self._listen("127.0.0.1", port)
             except OSError as err:
                 logger.warning("cannot also listen on 127.0.0.1:%d: %s", port, err)
         self.url = f"http://{url_host(advertised)}:{port}"
@@ -356,13 +419,17 @@ class Gateway:
         loop.close()
         if self._gc_watch in gc.callbacks:
             gc.callbacks.remove(self._gc_watch)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        for pool in (self._pool, self._large_pool):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._large_pool = None
         if self._render_pool is not None:
             self._render_pool.shutdown()
 
     async def _stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        self._servers.clear()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -463,8 +530,10 @@ class Gateway:
 
     # ------------------------------------------------------------------ app
     def _app(self) -> web.Application:
+        assert self._cap is not None
         app = web.Application(
-            client_max_size=64 * 1024**2, middlewares=[self._errors_as_json, self._admin_guard]
+            client_max_size=MAX_BODY_BYTES,
+            middlewares=[self._cap.middleware, self._errors_as_json, self._admin_guard],
         )
         app.router.add_get("/health", self._health)
         app.router.add_post("/sessions/{sid}/v1/chat/completions", self._chat)
@@ -492,16 +561,28 @@ class Gateway:
         except (asyncio.CancelledError, ConnectionError):
             raise
         except Exception as err:
-            logger.exception("gateway error on %s %s", request.method, request.path)
+            logger.exception("gateway error on %s %s", request.method, _redacted(request))
             return _json_error(500, f"gateway error: {type(err).__name__}: {err}", "server_error")
 
     @web.middleware
     async def _admin_guard(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Admin routes answer loopback peers only (the agent network must not create sessions)."""
-        if request.path.startswith("/admin") and not _is_loopback(request.remote):
+        """Admin routes answer loopback peers that send the run's secret (the agent network must
+        not create sessions, nor may another user of this host)."""
+        if not request.path.startswith("/admin"):
+            return await handler(request)
+        if not _is_loopback(request.remote):
             return _json_error(403, "admin routes are only served to loopback clients", "permission_error")
+        sent = request.headers.get(ADMIN_SECRET_HEADER)
+        if sent is None:
+            return _json_error(
+                401,
+                f"admin routes need the run's secret in the {ADMIN_SECRET_HEADER} header",
+                "authentication_error",
+            )
+        if not hmac.compare_digest(sent.encode("utf-8", "surrogateescape"), self._admin_secret):
+            return _json_error(403, "wrong admin secret", "permission_error")
         return await handler(request)
 
     async def _health(self, request: web.Request) -> web.Response:
@@ -572,6 +653,26 @@ class Gateway:
         session = self._session(sid)
         if session is None:
             return self._unknown_session(sid)
+        # Bodies are read before the session lock: what one session may hold is bounded by the
+        # size its calls declare (a body without Content-Length counts as the largest allowed).
+        size = request.content_length if request.content_length is not None else MAX_BODY_BYTES
+        if session.bytes_in_flight + size > self.config.session_body_bytes:
+            return _json_error(
+                429,
+                f"this session's calls in progress already hold {session.bytes_in_flight} bytes of request "
+                f"bodies; a call of {size} more is over the session's {self.config.session_body_bytes} "
+                "(wait for them to finish)",
+                "rate_limit_error",
+                code="session_bodies_in_flight",
+                retry=True,
+            )
+        session.bytes_in_flight += size
+        try:
+            return await self._read_and_serve(request, session, sid)
+        finally:
+            session.bytes_in_flight -= size
+
+    async def _read_and_serve(self, request: web.Request, session: _Session, sid: str) -> web.StreamResponse:
         try:  # a client that stalls mid-body must not hold a connection (and a file) forever
             async with asyncio.timeout(self.config.client_timeout):
                 raw = await request.read()
@@ -582,7 +683,17 @@ class Gateway:
                 "invalid_request_error",
                 code="request_timeout",
             )
+        except ConnectionResetError:  # the client went away mid-body, or was closed to make room
+            return web.Response(status=499)
+        assert self._cap is not None
+        with self._cap.serving(request):  # from now on its connection is not closed to make room
+            return await self._serve_body(request, session, sid, raw)
+
+    async def _serve_body(
+        self, request: web.Request, session: _Session, sid: str, raw: bytes
+    ) -> web.StreamResponse:
         key = request.headers.get(IDEMPOTENCY_KEY) or None
+        digest = b"" if key is None else await self._digest(raw)
         task = asyncio.current_task()
         assert task is not None
         session.in_flight.add(task)  # abort_session cancels it (and its engine request)
@@ -591,20 +702,61 @@ class Gateway:
                 if session.deleted:
                     return self._unknown_session(sid)
                 if key is not None and key in session.replies:  # a retry of a delivered call: same reply
-                    return await self._send(request, *session.replies[key]) or web.Response(status=499)
+                    return await self._replay(request, session, key, digest)
                 try:
                     call = await self._prepare(raw, session)
                 except BadRequest as err:
                     return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
                 except RenderError as err:
                     return _json_error(400, str(err), "invalid_request_error", param="messages")
-                return await self._serve_call(request, session, call, key)
+                except RenderTimeout as err:
+                    return _json_error(503, str(err), "server_error", code="render_timeout")
+                return await self._serve_call(request, session, call, key, digest)
         finally:
             session.in_flight.discard(task)
 
+    async def _digest(self, raw: bytes) -> bytes:
+        """What ties an Idempotency-Key to its body (a large body is hashed off the loop)."""
+        if len(raw) > LARGE_BODY_BYTES:
+            return await asyncio.to_thread(_body_digest, raw)
+        return _body_digest(raw)
+
+    async def _replay(
+        self, request: web.Request, session: _Session, key: str, digest: bytes
+    ) -> web.StreamResponse:
+        """The reply stored under ``key``, if the retry sent the same body (else 422)."""
+        stored, reply = session.replies[key]
+        if not hmac.compare_digest(stored, digest):
+            return _json_error(
+                422,
+                f"the Idempotency-Key {key[:64]!r} was used before with a different request body "
+                "(a retry sends the same body; a new request needs a new key)",
+                "invalid_request_error",
+                code="idempotency_key_reused",
+            )
+        return await self._send(request, *reply) or web.Response(status=499)
+
     async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run CPU work (a full render, a huge body) in the render threads: the loop keeps serving."""
+        """Run CPU work (trace encoding, a deep walk) in the small lane: the loop keeps serving."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, _guarded, fn, *args)
+
+    async def _build_off_loop(
+        self, call_deadline: float, large: bool, fn: Callable[..., _T], *args: Any
+    ) -> _T:
+        """Build a prompt in a render lane, waiting at most until ``call_deadline``.
+
+        :raises RenderTimeout: not built in time; a build not yet started is dropped, one in
+            progress finishes in its thread and is discarded (the session is left as it was).
+        """
+        pool = self._large_pool if large else self._pool
+        future = asyncio.get_running_loop().run_in_executor(pool, _guarded, fn, *args)
+        try:
+            return await asyncio.wait_for(future, max(0.0, call_deadline - time.monotonic()))
+        except TimeoutError:
+            raise RenderTimeout(
+                f"the prompt was not built within {self.config.render_timeout:g} s (the gateway is "
+                "busy rendering other long prompts, or this one is too long: shorten it or retry later)"
+            ) from None
 
     async def _prepare(self, raw: bytes, session: _Session) -> _Call:
         """Parse and validate the body, build the prompt ids and the sampling params.
@@ -617,33 +769,54 @@ class Gateway:
         """
         grown = len(raw) - session.body_bytes
         session.body_bytes = len(raw)
+        deadline = time.monotonic() + self.config.render_timeout
+        large = len(raw) > LARGE_BODY_BYTES  # big bodies, and renders of them, take the large lane
         if len(raw) > INLINE_BODY_BYTES or grown > INLINE_NEW_BYTES:
-            return await self._off_loop(self._prepare_all, raw, session)
-        call = _guarded(self._parse_call, raw, session)
+            return await self._build_off_loop(deadline, large, self._prepare_all, raw, session, deadline)
+        call = _guarded(self._parse_call, raw, session, deadline)
         if call.prompt is None:
-            call.prompt = await self._off_loop(self._render_call, call)
+            call.prompt = await self._build_off_loop(deadline, large, self._render_call, call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
-    def _prepare_all(self, raw: bytes, session: _Session) -> _Call:
-        call = self._parse_call(raw, session)
+    def _prepare_all(self, raw: bytes, session: _Session, deadline: float) -> _Call:
+        call = self._parse_call(raw, session, deadline)
         if call.prompt is None:
             call.prompt = self._render_call(call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
-    def _parse_call(self, raw: bytes, session: _Session) -> _Call:
-        """The request, its messages normalized, and the prompt when a bridge builds it."""
+    def _parse_call(self, raw: bytes, session: _Session, deadline: float) -> _Call:
+        """The request, its messages normalized, and the prompt when a bridge builds it.
+
+        :raises BadRequest: ``context_length_exceeded`` when the messages' text alone is more
+            tokens than the context holds (checked before any tokenizing, for large bodies).
+        """
         assert self._builder is not None
         started = time.perf_counter()
         chat = parse_request(raw)
         messages = self._messages(chat, session)
-        call = _Call(chat, messages, tools_key(chat.tools), started)
+        call = _Call(chat, messages, tools_key(chat.tools), started, deadline, len(raw) > LARGE_BODY_BYTES)
+        if call.large:
+            self._check_floor(messages)
         call.repeat = session.last_request == (call.messages, call.tools_key)
         base = session.chain_before if call.repeat else session.chain
         if self.config.cumulative_token_mode and base is not None:
             call.prompt, call.chain_break = self._builder.bridge(messages, chat.tools, base)
         return call
+
+    def _check_floor(self, messages: list[dict[str, Any]]) -> None:
+        """Refuse a prompt whose text alone cannot fit the context (see limits.TokenFloor)."""
+        if self._floor is None or self._context_length is None:
+            return
+        floor = self._floor.floor(messages)
+        if not fits(floor, self._context_length):
+            raise BadRequest(
+                f"the prompt has at least {floor} tokens (its messages' text alone); the model's context "
+                f"length is {self._context_length} (shorten the conversation)",
+                param="messages",
+                code="context_length_exceeded",
+            )
 
     @staticmethod
     def _messages(chat: ChatRequest, session: _Session) -> list[dict[str, Any]]:
@@ -664,27 +837,30 @@ class Gateway:
         the GIL while it works (see render_pool and rendering.SegmentEncoder)."""
         assert self._builder is not None
         messages, tools = call.messages, call.request.tools
+        remaining = call.deadline - time.monotonic()
+        if remaining <= 0:  # it waited its whole time in the queue (its caller has given up)
+            raise RenderTimeout("the prompt was not built in time")
         ids: array[int] | None = None
         if (
             self._render_pool is not None
             and not self._builder.releases_gil
             and text_size(messages, tools) > OFFLOAD_CHARS
         ):
-            rendered = self._render_pool.render(messages, tools)
+            rendered = self._render_pool.render(messages, tools, remaining)
             ids = None if rendered is None else array("i", rendered)
         if ids is None:
             ids = self._builder.render_array(messages, tools)
         return Prompt(ids, "rendered", call.chain_break)
 
     async def _serve_call(
-        self, request: web.Request, session: _Session, call: _Call, key: str | None
+        self, request: web.Request, session: _Session, call: _Call, key: str | None, digest: bytes
     ) -> web.StreamResponse:
         assert self._builder is not None and self._engine is not None and call.prompt is not None
         try:
             result = await self._engine.generate(call.prompt.ids, call.params, routing_key=session.sid)
             result = settle_finish(result, self._builder.stop_ids, call.request.stop, self._decode)
         except EngineError as err:
-            logger.warning("session %s: engine call failed: %s", session.sid, err)
+            logger.warning("session %s: engine call failed: %s", short_id(session.sid), err)
             return _json_error(
                 502,
                 f"the policy engine failed: {err}",
@@ -710,7 +886,7 @@ class Gateway:
         )
         # Recorded just before the last bytes go out, so a trainer reading right after the
         # agent got its reply sees the trace; undone if the agent went away meanwhile.
-        undo = self._record(session, call, message, trace, key, reply)
+        undo = self._record(session, call, message, trace, key, (digest, reply))
         response = await self._send(request, *reply)
         if response is None:
             undo()
@@ -794,7 +970,7 @@ class Gateway:
         message: dict[str, Any],
         trace: CallTrace,
         key: str | None,
-        reply: _Body,
+        reply: tuple[bytes, _Body],
     ) -> Callable[[], None]:
         """Append the trace and advance the chain; remember the reply under the idempotency key.
 
@@ -811,6 +987,9 @@ class Gateway:
             assert call.prompt is not None
             session.store.append(trace, call.prompt.ids)
         if key is not None:
+            session.replies.pop(key, None)  # re-inserted as the newest
+            while len(session.replies) >= self.config.stored_replies:
+                del session.replies[next(iter(session.replies))]  # the oldest goes first
             session.replies[key] = reply
         session.chain_before = session.chain_before if call.repeat else session.chain
         session.chain = _next_chain(session.chain, session.store.last_ids, call, message)
@@ -818,10 +997,10 @@ class Gateway:
             session.chain_before = _share_ids(session.chain_before, session.chain.ids)
         session.last_request = (call.messages, call.tools_key)
         if trace.chain_break:
-            logger.info("session %s: cumulative chain broken (%s)", session.sid, trace.chain_break)
+            logger.info("session %s: cumulative chain broken (%s)", short_id(session.sid), trace.chain_break)
 
         def undo() -> None:
-            logger.info("session %s: reply not delivered, call not recorded", session.sid)
+            logger.info("session %s: reply not delivered, call not recorded", short_id(session.sid))
             session.chain, session.chain_before, session.last_request = saved
             if key is not None:
                 session.replies.pop(key, None)

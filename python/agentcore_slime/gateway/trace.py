@@ -2,7 +2,7 @@
 
 The gateway appends one :class:`CallTrace` per completed chat call of a session, in
 call order; the rollout reads them with ``Gateway.traces(session_id)`` and merges them
-into slime Samples (``agentcore_slime.traces``). Nothing else crosses that seam.
+into slime Samples (``agentcore_slime.rollout.traces``). Nothing else crosses that seam.
 """
 
 from __future__ import annotations

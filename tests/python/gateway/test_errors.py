@@ -180,12 +180,14 @@ def test_admin_routes_serve_loopback_only(make_stand) -> None:
     stand = make_stand()
     gw = stand.gateway
     resp = httpx.post(
-        f"{gw.url}/admin/sessions", json={"session_id": "adm", "sampling_params": {}}
+        f"{gw.url}/admin/sessions",
+        json={"session_id": "adm", "sampling_params": {}},
+        headers=gw.admin_headers,
     )
     assert resp.status_code == 200 and resp.json()["base_url"].endswith(
         "/sessions/adm/v1"
     )
-    assert httpx.get(f"{gw.url}/admin/sessions/adm/traces").json() == []
+    assert httpx.get(f"{gw.url}/admin/sessions/adm/traces", headers=gw.admin_headers).json() == []
 
     class Transport:
         def get_extra_info(self, name: str, default=None):
@@ -204,7 +206,7 @@ def test_admin_routes_serve_loopback_only(make_stand) -> None:
         assert request.remote == "10.1.2.3"
         refused = asyncio.run(gw._admin_guard(request, handler))
         assert refused.status == 403
-    assert httpx.delete(f"{gw.url}/admin/sessions/adm").status_code == 200
+    assert httpx.delete(f"{gw.url}/admin/sessions/adm", headers=gw.admin_headers).status_code == 200
     assert (
         httpx.post(f"{gw.url}/sessions/adm/v1/chat/completions", json=HELLO).status_code
         == 404

@@ -310,7 +310,9 @@ def test_malformed_requests_are_openai_shaped_400(
     base = stand.gateway.create_session("s")
     _assert_openai_400(_chat(base, body), needle)
     assert stand.engine.requests == [] and stand.gateway.traces("s") == []
-    admin = httpx.get(f"{stand.gateway.url}/admin/sessions/s/traces", timeout=10)
+    admin = httpx.get(
+        f"{stand.gateway.url}/admin/sessions/s/traces", headers=stand.gateway.admin_headers, timeout=10
+    )
     assert admin.status_code == 200 and admin.json() == []
 
 
@@ -360,6 +362,7 @@ def test_non_finite_session_sampling_params_are_refused(
     admin = httpx.post(
         f"{stand.gateway.url}/admin/sessions",
         content='{"session_id": "a", "sampling_params": {"temperature": NaN}}',
+        headers=stand.gateway.admin_headers,
         timeout=10,
     )
     assert admin.status_code == 400 and "NaN" in admin.json()["error"]["message"]

@@ -125,7 +125,9 @@ def test_a_chat_through_the_child_is_traced_exactly(
     assert [m["role"] for m in traces[1].messages] == ["user", "assistant", "tool"]
     assert traces[1].messages[0] == messages[0] and traces[1].messages[2] == messages[2]
     # the same records the child's JSON admin route gives, field for field
-    admin = httpx.get(f"{gateway.url}/admin/sessions/s-1/traces", trust_env=False, timeout=10).json()
+    admin = httpx.get(
+        f"{gateway.url}/admin/sessions/s-1/traces", headers=gateway.admin_headers, trust_env=False, timeout=10
+    ).json()
     assert [dataclasses.asdict(t) for t in traces] == admin
 
     gateway.delete_session("s-1")
@@ -350,7 +352,7 @@ def test_the_gateway_process_defers_full_collections_to_idle_moments(
 
     fake, _ = engine
     gateway = start(fake.url)
-    stats = httpx.get(f"{gateway.url}/admin/stats", timeout=10).json()
+    stats = httpx.get(f"{gateway.url}/admin/stats", headers=gateway.admin_headers, timeout=10).json()
     assert stats["gc_thresholds"][2] == FULL_COLLECTIONS_DEFERRED
     assert stats["gc_thresholds"][0] == gc.get_threshold()[0]  # young ones unchanged
     assert stats["gc_thresholds"][1] == YOUNG_COLLECTIONS_PER_MIDDLE < gc.get_threshold()[1]

@@ -196,7 +196,8 @@ def test_a_deleted_session_frees_its_ids_and_stats_say_what_is_held(make_stand: 
     # the session's id sequences (one array while the calls extend each other) and logprobs
     arrays = [weakref.ref(a) for call in session.store.snapshot() for a in (call.ids, call.logprobs)]
     assert len({id(call.ids) for call in session.store.snapshot()}) == 1  # cumulative: one sequence
-    stats = httpx.get(f"{stand.gateway.url}/admin/stats?deep=1", timeout=30).json()
+    admin = stand.gateway.admin_headers
+    stats = httpx.get(f"{stand.gateway.url}/admin/stats?deep=1", headers=admin, timeout=30).json()
     held = stats["held_tokens"]
     assert stats["sessions"] == 2 and held > 0
     assert stats["session_bytes"] > stats["stored_bytes"] > 4 * held  # ids, logprobs, blobs, and the rest
