@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import ipaddress
 import json
@@ -36,10 +37,11 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from . import trace_wire
+from . import protocols, trace_wire
 from .config import GatewayConfig, check_sampling_params
 from .engine import EngineClient, EngineError, settle_finish
 from .memory import GcWatch, deep_size, release_memory
+from .protocols.base import CHAT, Completion, Protocol
 from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, text_size
 from .rendering import (
     ChainState,
@@ -55,16 +57,7 @@ from .rendering import (
 )
 from .store import SessionTraces, rebuild, shared_messages
 from .trace import CallTrace
-from .wire import (
-    BadRequest,
-    ChatRequest,
-    Reply,
-    dump_json,
-    error_body,
-    finish_reason,
-    load_json,
-    parse_request,
-)
+from .wire import BadRequest, ChatRequest, dump_json, load_json
 
 logger = logging.getLogger(__name__)
 PACKAGE_LOGGER = "agentcore_slime.gateway"
@@ -75,7 +68,7 @@ RENDER_THREADS = 4  # full-render workers: a long render does not queue the shor
 INLINE_BODY_BYTES = 256 * 1024  # larger chat bodies are parsed in a render thread, not on the loop
 INLINE_NEW_BYTES = 16 * 1024  # a body this much larger than the last one is bridged in a thread too
 _T = TypeVar("_T")
-_Body = tuple[bytes | list[bytes], str]  # a reply as sent: JSON bytes or SSE events, and its content type
+_Body = tuple[bytes | list[bytes], str]  # a reply as sent: JSON bytes or stream events, and its content type
 
 
 @dataclass
@@ -97,8 +90,10 @@ class _Session:
 
 @dataclass
 class _Call:
-    """One chat call in flight: the request, and the prompt built for it (off the event loop)."""
+    """One call in flight: the request (in chat form, whatever its protocol), and the prompt
+    built for it (off the event loop)."""
 
+    protocol: Protocol
     request: ChatRequest
     messages: list[dict[str, Any]]
     tools_key: str
@@ -118,10 +113,14 @@ def _json_error(
     param: str | None = None,
     retry: bool = False,
 ) -> web.Response:
-    headers = {} if retry else dict(NO_RETRY)
-    return web.json_response(
-        error_body(message, kind, param=param, code=code), status=status, headers=headers
-    )
+    return CHAT.error(status, message, kind, code=code, param=param, retry=retry)
+
+
+def _bad_request(protocol: Protocol, err: BadRequest | RenderError) -> web.Response:
+    """A 400 in the protocol's shape: a bad field, or messages the renderer cannot take."""
+    if isinstance(err, BadRequest):
+        return protocol.error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
+    return protocol.error(400, str(err), "invalid_request_error", param="messages")
 
 
 def _guarded(fn: Callable[..., _T], *args: Any) -> _T:
@@ -468,6 +467,9 @@ class Gateway:
         )
         app.router.add_get("/health", self._health)
         app.router.add_post("/sessions/{sid}/v1/chat/completions", self._chat)
+        for route in protocols.ROUTES:  # Anthropic Messages, OpenAI Responses, Bedrock runtime
+            handler = self._count_tokens if route.counts_tokens else self._serve
+            app.router.add_post(route.path, functools.partial(handler, protocol=route.protocol))
         app.router.add_get("/sessions/{sid}/v1/models", self._models)
         app.router.add_post("/admin/sessions", self._admin_create)
         app.router.add_delete("/admin/sessions/{sid}", self._admin_delete)
@@ -481,19 +483,21 @@ class Gateway:
     async def _errors_as_json(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Every answer is an OpenAI error body, never aiohttp's plain text: a bug is a 500 the
-        SDK does not retry, an HTTP error (413, 405...) keeps its status."""
+        """Every answer is an error body in the protocol of its path (OpenAI's elsewhere), never
+        aiohttp's plain text: a bug is a 500 the SDK does not retry, an HTTP error (413,
+        405...) keeps its status."""
+        protocol = protocols.for_path(request.path)
         try:
             return await handler(request)
         except web.HTTPException as err:
             if err.status < 400:
                 raise
-            return _json_error(err.status, err.reason, "invalid_request_error")
+            return protocol.error(err.status, err.reason, "invalid_request_error")
         except (asyncio.CancelledError, ConnectionError):
             raise
         except Exception as err:
             logger.exception("gateway error on %s %s", request.method, request.path)
-            return _json_error(500, f"gateway error: {type(err).__name__}: {err}", "server_error")
+            return protocol.error(500, f"gateway error: {type(err).__name__}: {err}", "server_error")
 
     @web.middleware
     async def _admin_guard(
@@ -515,8 +519,8 @@ class Gateway:
             card["max_model_len"] = self._context_length
         return web.json_response({"object": "list", "data": [card]})
 
-    def _unknown_session(self, sid: str) -> web.Response:
-        return _json_error(
+    def _unknown_session(self, sid: str, protocol: Protocol = CHAT) -> web.Response:
+        return protocol.error(
             404,
             f"unknown session {sid!r} (sessions are created by the trainer's rollout)",
             "invalid_request_error",
@@ -566,47 +570,73 @@ class Gateway:
         await asyncio.to_thread(self.abort_session, request.match_info["sid"])
         return web.json_response({"aborted": request.match_info["sid"]})
 
-    # ------------------------------------------------------------------ chat
+    # ------------------------------------------------------------------ calls (every protocol)
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, CHAT)
+
+    async def _serve(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
+        """One model call in any protocol: the adapter only parses the body and writes the reply."""
         sid = request.match_info["sid"]
         session = self._session(sid)
         if session is None:
-            return self._unknown_session(sid)
-        try:  # a client that stalls mid-body must not hold a connection (and a file) forever
-            async with asyncio.timeout(self.config.client_timeout):
-                raw = await request.read()
-        except TimeoutError:
-            return _json_error(
-                408,
-                f"the request body did not arrive within {self.config.client_timeout:g} s",
-                "invalid_request_error",
-                code="request_timeout",
-            )
-        key = request.headers.get(IDEMPOTENCY_KEY) or None
+            return self._unknown_session(sid, protocol)
+        raw = await self._read_body(request, protocol)
+        if isinstance(raw, web.Response):
+            return raw
+        key = protocol.idempotency_key(request.headers)
         task = asyncio.current_task()
         assert task is not None
         session.in_flight.add(task)  # abort_session cancels it (and its engine request)
         try:
             async with session.lock:
                 if session.deleted:
-                    return self._unknown_session(sid)
+                    return self._unknown_session(sid, protocol)
                 if key is not None and key in session.replies:  # a retry of a delivered call: same reply
                     return await self._send(request, *session.replies[key]) or web.Response(status=499)
                 try:
-                    call = await self._prepare(raw, session)
-                except BadRequest as err:
-                    return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
-                except RenderError as err:
-                    return _json_error(400, str(err), "invalid_request_error", param="messages")
+                    call = await self._prepare(raw, session, protocol)
+                except (BadRequest, RenderError) as err:
+                    return _bad_request(protocol, err)
                 return await self._serve_call(request, session, call, key)
         finally:
             session.in_flight.discard(task)
+
+    async def _read_body(self, request: web.Request, protocol: Protocol) -> bytes | web.Response:
+        """The body, or the error answer when it did not arrive in time."""
+        try:  # a client that stalls mid-body must not hold a connection (and a file) forever
+            async with asyncio.timeout(self.config.client_timeout):
+                return await request.read()
+        except TimeoutError:
+            return protocol.error(
+                408,
+                f"the request body did not arrive within {self.config.client_timeout:g} s",
+                "invalid_request_error",
+                code="request_timeout",
+            )
+
+    async def _count_tokens(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
+        """The prompt length a call would have, rendered in full (no engine call, nothing recorded)."""
+        assert self._builder is not None
+        sid = request.match_info["sid"]
+        if self._session(sid) is None:
+            return self._unknown_session(sid, protocol)
+        raw = await self._read_body(request, protocol)
+        if isinstance(raw, web.Response):
+            return raw
+        builder = self._builder
+        try:
+            chat = await self._off_loop(protocol.parse, raw)
+            messages = normalize_messages(chat.messages)
+            ids = await self._off_loop(builder.render_array, messages, chat.tools)
+        except (BadRequest, RenderError) as err:
+            return _bad_request(protocol, err)
+        return web.Response(body=protocol.count_reply(len(ids)), content_type="application/json")
 
     async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run CPU work (a full render, a huge body) in the render threads: the loop keeps serving."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, _guarded, fn, *args)
 
-    async def _prepare(self, raw: bytes, session: _Session) -> _Call:
+    async def _prepare(self, raw: bytes, session: _Session, protocol: Protocol) -> _Call:
         """Parse and validate the body, build the prompt ids and the sampling params.
 
         A body of ordinary size and a cumulative bridge cost less than handing them to a
@@ -618,27 +648,27 @@ class Gateway:
         grown = len(raw) - session.body_bytes
         session.body_bytes = len(raw)
         if len(raw) > INLINE_BODY_BYTES or grown > INLINE_NEW_BYTES:
-            return await self._off_loop(self._prepare_all, raw, session)
-        call = _guarded(self._parse_call, raw, session)
+            return await self._off_loop(self._prepare_all, raw, session, protocol)
+        call = _guarded(self._parse_call, raw, session, protocol)
         if call.prompt is None:
             call.prompt = await self._off_loop(self._render_call, call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
-    def _prepare_all(self, raw: bytes, session: _Session) -> _Call:
-        call = self._parse_call(raw, session)
+    def _prepare_all(self, raw: bytes, session: _Session, protocol: Protocol) -> _Call:
+        call = self._parse_call(raw, session, protocol)
         if call.prompt is None:
             call.prompt = self._render_call(call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
-    def _parse_call(self, raw: bytes, session: _Session) -> _Call:
+    def _parse_call(self, raw: bytes, session: _Session, protocol: Protocol) -> _Call:
         """The request, its messages normalized, and the prompt when a bridge builds it."""
         assert self._builder is not None
         started = time.perf_counter()
-        chat = parse_request(raw)
+        chat = protocol.parse(raw)
         messages = self._messages(chat, session)
-        call = _Call(chat, messages, tools_key(chat.tools), started)
+        call = _Call(protocol, chat, messages, tools_key(chat.tools), started)
         call.repeat = session.last_request == (call.messages, call.tools_key)
         base = session.chain_before if call.repeat else session.chain
         if self.config.cumulative_token_mode and base is not None:
@@ -685,14 +715,17 @@ class Gateway:
             result = settle_finish(result, self._builder.stop_ids, call.request.stop, self._decode)
         except EngineError as err:
             logger.warning("session %s: engine call failed: %s", session.sid, err)
-            return _json_error(
+            return call.protocol.error(
                 502,
                 f"the policy engine failed: {err}",
                 "server_error",
                 code="engine_error",
                 retry=err.retryable,
             )
-        message, reply = self._reply(call, result.output_ids, result.finish_type)
+        matched = result.finish.get("matched")
+        message, reply = self._reply(
+            call, result.output_ids, result.finish_type, matched if isinstance(matched, str) else None
+        )
         trace = CallTrace(
             prompt_token_ids=[],  # the store takes call.prompt.ids (no 10k-int list while in flight)
             completion_token_ids=result.output_ids,
@@ -717,22 +750,24 @@ class Gateway:
             return web.Response(status=499)
         return response
 
-    def _reply(self, call: _Call, output_ids: list[int], finish: str) -> tuple[dict[str, Any], _Body]:
-        """Parse the sampled ids into the assistant message and serialize the reply (on the loop)."""
+    def _reply(
+        self, call: _Call, output_ids: list[int], finish: str, matched: str | None
+    ) -> tuple[dict[str, Any], _Body]:
+        """Parse the sampled ids into the assistant message and serialize the reply in the
+        call's protocol (on the loop)."""
         assert self._builder is not None and call.prompt is not None
         message = parse_completion(
             self._builder.parser, output_ids, call.prompt.ids, call.request.tools
         )
-        reply = Reply(
+        completion = Completion(
             call.request.model or self.config.model_id,
             message,
-            finish_reason(finish, message),
+            finish,
+            matched,
             len(call.prompt.ids),
             len(output_ids),
         )
-        if call.request.stream:
-            return message, (reply.sse_events(call.request.include_usage), "text/event-stream")
-        return message, (dump_json(reply.completion()), "application/json")
+        return message, call.protocol.reply(call.request, completion)
 
     def _decode(self, ids: list[int]) -> str:
         assert self._builder is not None

@@ -1,0 +1,29 @@
+"""Agent-facing protocols beyond OpenAI chat completions, as thin adapters over one core.
+
+:data:`ROUTES` lists each route the gateway serves per session besides chat completions;
+:func:`for_path` picks the protocol whose error shape a path's errors take.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import CHAT, Protocol
+
+
+@dataclass(frozen=True)
+class Route:
+    path: str
+    protocol: Protocol
+    counts_tokens: bool = False  # answers the prompt's length; no engine call, nothing recorded
+
+
+ROUTES: list[Route] = []
+
+
+def for_path(path: str) -> Protocol:
+    """The protocol whose clients use ``path`` (chat's for any other path)."""
+    return CHAT
+
+
+__all__ = ["CHAT", "ROUTES", "Protocol", "Route", "for_path"]
