@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .anthropic import Messages
 from .base import CHAT, Protocol
+
+MESSAGES = Messages()
 
 
 @dataclass(frozen=True)
@@ -18,11 +21,17 @@ class Route:
     counts_tokens: bool = False  # answers the prompt's length; no engine call, nothing recorded
 
 
-ROUTES: list[Route] = []
+ROUTES = [
+    Route("/sessions/{sid}/v1/messages", MESSAGES),
+    Route("/sessions/{sid}/v1/messages/count_tokens", MESSAGES, counts_tokens=True),
+]
 
 
 def for_path(path: str) -> Protocol:
     """The protocol whose clients use ``path`` (chat's for any other path)."""
+    parts = path.split("/")
+    if len(parts) >= 5 and parts[1] == "sessions" and parts[3] == "v1" and parts[4] == "messages":
+        return MESSAGES
     return CHAT
 
 
