@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 from .anthropic import Messages
 from .base import CHAT, Protocol
+from .responses import Responses
 
 MESSAGES = Messages()
+RESPONSES = Responses()
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Route:
 ROUTES = [
     Route("/sessions/{sid}/v1/messages", MESSAGES),
     Route("/sessions/{sid}/v1/messages/count_tokens", MESSAGES, counts_tokens=True),
+    Route("/sessions/{sid}/v1/responses", RESPONSES),
 ]
 
 
