@@ -10,10 +10,13 @@ from dataclasses import dataclass
 
 from .anthropic import Messages
 from .base import CHAT, Protocol
+from .bedrock import Converse, Invoke
 from .responses import Responses
 
 MESSAGES = Messages()
 RESPONSES = Responses()
+CONVERSE = Converse(stream=False)
+MODEL = "/sessions/{sid}/model/{model:.+}"  # botocore escapes the id's ':' and '/' (an ARN has one)
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,10 @@ ROUTES = [
     Route("/sessions/{sid}/v1/messages", MESSAGES),
     Route("/sessions/{sid}/v1/messages/count_tokens", MESSAGES, counts_tokens=True),
     Route("/sessions/{sid}/v1/responses", RESPONSES),
+    Route(f"{MODEL}/converse", CONVERSE),
+    Route(f"{MODEL}/converse-stream", Converse(stream=True)),
+    Route(f"{MODEL}/invoke", Invoke(stream=False)),
+    Route(f"{MODEL}/invoke-with-response-stream", Invoke(stream=True)),
 ]
 
 
@@ -35,6 +42,8 @@ def for_path(path: str) -> Protocol:
     parts = path.split("/")
     if len(parts) >= 5 and parts[1] == "sessions" and parts[3] == "v1" and parts[4] == "messages":
         return MESSAGES
+    if len(parts) >= 4 and parts[1] == "sessions" and parts[3] == "model":
+        return CONVERSE
     return CHAT
 
 
