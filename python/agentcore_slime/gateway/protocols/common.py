@@ -69,13 +69,16 @@ def agent_sampling(values: dict[str, Any], names: dict[str, str]) -> dict[str, f
         raise BadRequest(str(err).replace(err.param or "", where or ""), param=where) from None
 
 
-def chat_tool(name: Any, description: Any, schema: Any, where: str) -> dict[str, Any]:
-    """A tool in the chat form the core renders (``description`` only when the agent gave one)."""
+def chat_tool(name: Any, description: Any, schema: Any, where: str, strict: Any = None) -> dict[str, Any]:
+    """A tool in the chat form the core renders, keys in the order chat clients send them
+    (``description`` and ``strict`` only when the agent gave them: the template renders them)."""
     expect(name, str, f"{where}.name", "a string")
     function: dict[str, Any] = {"name": name}
     if description is not None:
         function["description"] = expect(description, str, f"{where}.description", "a string")
     function["parameters"] = expect(schema if schema is not None else {}, dict, where, "a JSON schema object")
+    if strict is not None:
+        function["strict"] = expect(strict, bool, f"{where}.strict", "a boolean")
     return {"type": "function", "function": function}
 
 

@@ -170,7 +170,11 @@ def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
             raise BadRequest(
                 f"{where}: tool type {tool.get('type')!r} is not supported (use function tools)", param=where
             )
-        out.append(chat_tool(tool.get("name"), tool.get("description"), tool.get("parameters"), where))
+        out.append(
+            chat_tool(
+                tool.get("name"), tool.get("description"), tool.get("parameters"), where, tool.get("strict")
+            )
+        )
     choice = body.get("tool_choice")
     if choice == "none":
         return None
