@@ -4,7 +4,7 @@ Usage:
     .venv/bin/python benchmarks/bench_gateway.py [--sessions 256,1024] [--calls 8]
         [--engine-delay 2.0] [--system-tokens 8000] [--system-prompts shared|distinct]
         [--reply-tokens 200] [--long-prompt-tokens 32000] [--turns 64] [--repeats 3]
-        [--part all|latency|prompt]
+        [--part all|latency|prompt] [--protocol chat,messages,responses,converse]
 
 Part ``latency``: three processes, as in training: a scripted SGLang engine
 (tests/python/fakes/sglang_server.py; it answers after ``--engine-delay`` s, standing for
@@ -37,6 +37,13 @@ Targets (issue 14): +p50 <= 2 ms, +p99 <= 10 ms at 256 sessions, +p99 <= 25 ms a
 gateway CPU <= 0.7 ms per call; no GC pause over 20 ms; <= 16 bytes per held token; a 32k
 first turn moves p99 by <= 10 ms.
 On a shared 2-core machine the three processes share the cores: figures vary between runs.
+
+``--protocol`` (comma-separated; default ``chat``): the sessions speak OpenAI chat
+completions (``chat``), Anthropic Messages (``messages``), OpenAI Responses (``responses``)
+or Bedrock Converse (``converse``): the same conversations in each protocol's spelling,
+measured one protocol after the other in one run (figures tagged ``protocol``; the long
+first-turn load runs with the first protocol listed). Targets (issue 25): each protocol's
+gateway CPU per call <= 1.2x chat's, its added p99 at 256 sessions <= chat's + 2 ms.
 
 Part ``prompt``: time to build the prompt ids of turn N (normalize the messages + bridge
 or full render) in cumulative mode for a tool conversation growing to ``--turns`` turns,
@@ -79,6 +86,98 @@ TOOLS = [
         },
     }
 ]
+ANTHROPIC_TOOLS = [
+    {
+        "name": t["function"]["name"],
+        "description": t["function"]["description"],
+        "input_schema": t["function"]["parameters"],
+    }
+    for t in TOOLS
+]
+RESPONSES_TOOLS = [{"type": "function", **t["function"]} for t in TOOLS]
+CONVERSE_TOOLS = [
+    {
+        "toolSpec": {
+            "name": t["name"],
+            "description": t["description"],
+            "inputSchema": {"json": t["input_schema"]},
+        }
+    }
+    for t in ANTHROPIC_TOOLS
+]
+PROTOCOLS = ("chat", "messages", "responses", "converse")
+
+
+class Conversation:
+    """One session's tool conversation, spelled in its protocol (the load client's side).
+
+    :param protocol: one of :data:`PROTOCOLS`.
+    :param base: the session's OpenAI base URL (``.../sessions/<sid>/v1``).
+    """
+
+    def __init__(self, protocol: str, base: str, system: str, task: str) -> None:
+        self.protocol = protocol
+        root = base.removesuffix("/v1")
+        self.url = {
+            "chat": f"{base}/chat/completions",
+            "messages": f"{root}/v1/messages",
+            "responses": f"{base}/responses",
+            "converse": f"{root}/model/m/converse",
+        }[protocol]
+        self.system = system
+        self.turns: list[dict[str, Any]]
+        if protocol == "chat":
+            self.turns = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        elif protocol == "converse":
+            self.turns = [{"role": "user", "content": [{"text": task}]}]
+        else:
+            self.turns = [{"role": "user", "content": task}]
+
+    def body(self) -> dict[str, Any]:
+        if self.protocol == "chat":
+            return {"model": "m", "messages": self.turns, "tools": TOOLS}
+        if self.protocol == "messages":
+            return {
+                "model": "m",
+                "max_tokens": 4096,
+                "system": self.system,
+                "messages": self.turns,
+                "tools": ANTHROPIC_TOOLS,
+            }
+        if self.protocol == "responses":
+            return {"model": "m", "instructions": self.system, "input": self.turns, "tools": RESPONSES_TOOLS}
+        return {
+            "system": [{"text": self.system}],
+            "messages": self.turns,
+            "toolConfig": {"tools": CONVERSE_TOOLS},
+        }
+
+    def add(self, reply: dict[str, Any], result: str) -> None:
+        """The reply (a tool call) and the tool's result, as the next turn."""
+        if self.protocol == "chat":
+            message = reply["choices"][0]["message"]
+            result_turn = {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": result}
+            self.turns += [message, result_turn]
+        elif self.protocol == "messages":
+            use = next(b for b in reply["content"] if b["type"] == "tool_use")
+            answer = {"type": "tool_result", "tool_use_id": use["id"], "content": result}
+            self.turns += [
+                {"role": "assistant", "content": reply["content"]},
+                {"role": "user", "content": [answer]},
+            ]
+        elif self.protocol == "responses":
+            call = next(i for i in reply["output"] if i["type"] == "function_call")
+            self.turns += [
+                *reply["output"],
+                {"type": "function_call_output", "call_id": call["call_id"], "output": result},
+            ]
+        else:
+            message = reply["output"]["message"]
+            use = next(b["toolUse"] for b in message["content"] if "toolUse" in b)
+            answer = {"toolResult": {"toolUseId": use["toolUseId"], "content": [{"text": result}]}}
+            self.turns += [message, {"role": "user", "content": [answer]}]
+
+
 # the load client writes and reads JSON with orjson: its CPU is not what is measured
 JSON_HEADERS = {"Content-Type": "application/json"}
 WORDS = (
@@ -221,45 +320,30 @@ async def _gateway_session(
     system: str,
     tool_text: str,
     task: str = "Add some numbers for me.",
+    protocol: str = "chat",
 ) -> None:
     import aiohttp
 
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system},
-        {"role": "user", "content": task},
-    ]
+    conversation = Conversation(protocol, base, system, task)
     timeout = aiohttp.ClientTimeout(total=600)
     async with aiohttp.ClientSession(timeout=timeout) as http:
         await asyncio.sleep(random.uniform(0, stagger))
         for turn in range(calls):
-            body = {"model": "m", "messages": messages, "tools": TOOLS}
+            body = conversation.body()
             start = time.perf_counter()
-            async with http.post(
-                f"{base}/chat/completions", data=orjson.dumps(body), headers=JSON_HEADERS
-            ) as resp:
+            async with http.post(conversation.url, data=orjson.dumps(body), headers=JSON_HEADERS) as resp:
                 reply = orjson.loads(await resp.read())
             out.append(time.perf_counter() - start)
-            message = reply["choices"][0]["message"]
-            call_id = message["tool_calls"][0]["id"]
-            messages += [
-                message,
-                {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "content": f"{turn} {tool_text}",
-                },
-            ]
+            conversation.add(reply, f"{turn} {tool_text}")
 
 
-async def _long_first_turns(
-    bases: list[str], long_system: str, stop_after: float
-) -> None:
+async def _long_first_turns(bases: list[str], long_system: str, stop_after: float, protocol: str) -> None:
     """First turns with a very long system prompt, one after the other, for ``stop_after`` s."""
     end = time.perf_counter() + stop_after
     for i, base in enumerate(bases):
         if time.perf_counter() > end:
             return
-        await _gateway_session(base, 1, [], 0.0, long_system + f" {i}", "")
+        await _gateway_session(base, 1, [], 0.0, long_system + f" {i}", "", protocol=protocol)
 
 
 def _load_main(job: dict[str, Any], result: Any) -> None:
@@ -287,14 +371,13 @@ def _load_main(job: dict[str, Any], result: Any) -> None:
                     system + f" {i}" if distinct else system,
                     tool_text,
                     task=f"Add some numbers for me, task {i}.",
+                    protocol=job["protocol"],
                 )
                 for i, base in enumerate(job["bases"])
             ]
         if job.get("long_bases"):
             long_system = text_of(job["long_tokens"], 4)
-            jobs.append(
-                _long_first_turns(job["long_bases"], long_system, job["long_for"])
-            )
+            jobs.append(_long_first_turns(job["long_bases"], long_system, job["long_for"], job["protocol"]))
         await asyncio.gather(*jobs)
 
     asyncio.run(run())
@@ -342,12 +425,15 @@ def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
         "system_prompts": args.system_prompts,
     }
     try:
-        warm = gw.create_sessions("warm", 2)
-        _drive({**load, "mode": "gateway", "bases": warm, "calls": 2, "stagger": 0.0})
-        gw.delete_all()
-        gw.stats()
-        for n in args.sessions:
-            _measure(gw, engine.pid, url, n, args, load)
+        for protocol in args.protocols:
+            load["protocol"] = protocol
+            warm = gw.create_sessions(f"warm-{protocol}", 2)
+            _drive({**load, "mode": "gateway", "bases": warm, "calls": 2, "stagger": 0.0})
+            gw.delete_all()
+            gw.stats()
+            for n in args.sessions:
+                _measure(gw, engine.pid, url, n, args, load)
+        load["protocol"] = args.protocols[0]
         _measure_long_prompt(gw, engine.pid, min(args.sessions), args, load)
     finally:
         gw.stop()
@@ -412,7 +498,7 @@ def _measure(
         direct += theirs
         added.append((shift_ms(ours, theirs, 50), shift_ms(ours, theirs, 99)))
     calls = len(through)
-    tag = {"sessions": n}
+    tag = {"sessions": n, "protocol": load["protocol"]}
     emit("calls", calls, "calls", repeats=args.repeats, **tag)
     emit("direct_p50", percentile(direct, 50) * 1e3, "ms", **tag)
     emit("direct_p99", percentile(direct, 99) * 1e3, "ms", **tag)
@@ -475,7 +561,7 @@ def _measure_long_prompt(
         quiet += alone
         busy += beside
         shifts.append(round(shift_ms(beside, alone, 99), 3))
-    tag = {"sessions": n, "long_prompt_tokens": args.long_prompt_tokens}
+    tag = {"sessions": n, "long_prompt_tokens": args.long_prompt_tokens, "protocol": load["protocol"]}
     emit("p99_without_long_prompts", percentile(quiet, 99) * 1e3, "ms", **tag)
     emit("p99_with_long_prompts", percentile(busy, 99) * 1e3, "ms", **tag)
     emit("long_prompt_p99_shift", shift_ms(busy, quiet, 99), "ms", runs=shifts, **tag)
@@ -592,7 +678,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--turns", type=int, default=64)
     parser.add_argument("--part", choices=("all", "latency", "prompt"), default="all")
+    parser.add_argument(
+        "--protocol",
+        default="chat",
+        help=f"comma-separated protocols the sessions speak, measured in turn: {', '.join(PROTOCOLS)}",
+    )
     args = parser.parse_args(argv)
+    args.protocols = [p.strip() for p in args.protocol.split(",") if p.strip()]
+    unknown = [p for p in args.protocols if p not in PROTOCOLS]
+    if unknown or not args.protocols:
+        parser.error(f"--protocol {args.protocol!r}: each must be one of {', '.join(PROTOCOLS)}")
     try:
         args.sessions = [int(n) for n in args.sessions.split(",")]
     except ValueError:

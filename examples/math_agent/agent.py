@@ -16,6 +16,12 @@ background the agent solves the problem by talking to the policy model at ``_rol
 (the training gateway, OpenAI-compatible) and the returned ``{"rewards": ...}`` is written to
 ``s3://{s3_bucket}/{exp_id}/{input_id}/{session_id}.json`` by the app.
 
+The agent's model client speaks the protocol named by ``MATH_AGENT_PROTOCOL`` (``chat``, the
+default: Strands' ``OpenAIModel``; ``responses``: ``OpenAIResponsesModel``; ``anthropic``:
+``AnthropicModel``; ``bedrock``: ``BedrockModel``), pointed at the session's address for it
+(``_rollout.base_url``, ``anthropic_base_url``, ``bedrock_endpoint_url``): the one setting that
+differs between four otherwise identical agents (docs/agents.md).
+
 Every model call is bounded: the OpenAI client gets a timeout and a retry count that fit in
 the time the trainer waits for a result (``_rollout.episode_timeout``, the env file's
 ACR_TIMEOUT), and the whole episode stops at 90% of it with an error result that names the
@@ -65,6 +71,10 @@ OPENAI_CHAT_PARAMS = frozenset({
 })
 
 
+#: the model protocols the agent speaks (MATH_AGENT_PROTOCOL), each through a Strands model provider
+PROTOCOLS = ("chat", "responses", "anthropic", "bedrock")
+PROTOCOL_ENV = "MATH_AGENT_PROTOCOL"
+
 #: the trainer's default ACR_TIMEOUT, for a caller that does not send _rollout.episode_timeout
 DEFAULT_EPISODE_TIMEOUT = 900.0
 #: the episode stops at this fraction of episode_timeout, so its error result reaches S3 before
@@ -88,6 +98,8 @@ class RolloutSettings(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     base_url: StrictStr = Field(pattern=r"^https?://")
+    anthropic_base_url: StrictStr | None = Field(default=None, pattern=r"^https?://")
+    bedrock_endpoint_url: StrictStr | None = Field(default=None, pattern=r"^https?://")
     model_id: StrictStr = Field(min_length=1)
     sampling_params: dict[str, Any] = Field(default_factory=dict)
     api_key: StrictStr | None = None
@@ -99,6 +111,11 @@ class RolloutSettings(BaseModel):
     def deadline(self) -> float:
         """Seconds the whole episode may take before the agent gives up on it."""
         return self.episode_timeout * EPISODE_DEADLINE_FRACTION
+
+    @property
+    def session_root(self) -> str:
+        """The session's address without ``/v1`` (what the Anthropic and Bedrock clients take)."""
+        return self.base_url.rstrip("/").removesuffix("/v1")
 
     @property
     def call_timeout(self) -> float:
@@ -161,32 +178,79 @@ def model_params(sampling_params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def build_agent(settings: RolloutSettings) -> Any:
-    """A fresh Strands agent talking to the policy model through the rollout's base URL.
+def protocol() -> str:
+    """The protocol named by ``MATH_AGENT_PROTOCOL`` (default ``chat``).
 
-    The conversation is never trimmed (``NullConversationManager``): an episode that outgrows
-    the model's context fails loudly instead of silently training on a rewritten history.
-
-    :param settings: the validated ``_rollout`` settings.
+    :raises ValueError: for a name that is not one of :data:`PROTOCOLS`.
     """
-    from strands import Agent
-    from strands.agent.conversation_manager import NullConversationManager
-    from strands.models.openai import OpenAIModel
+    name = os.environ.get(PROTOCOL_ENV, "").strip() or "chat"
+    if name not in PROTOCOLS:
+        raise ValueError(f"{PROTOCOL_ENV}={name!r} is not one of {', '.join(PROTOCOLS)}")
+    return name
 
-    # the OpenAI SDK's defaults (600 s, 2 retries) would outlast the trainer's timeout
-    client_args = {
+
+def build_model(settings: RolloutSettings, name: str) -> Any:
+    """The Strands model provider for protocol ``name``, pointed at the session's address for it.
+
+    Each client's timeout and retries fit in the episode's deadline (the SDKs' defaults, 600 s
+    and 2 retries, would outlast the trainer's timeout). The trainer's sampling params are
+    spelled as each protocol spells them (the gateway enforces the trainer's values anyway).
+    """
+    sampling = settings.sampling_params
+    if name == "chat":
+        from strands.models.openai import OpenAIModel
+
+        return OpenAIModel(client_args=_openai_client_args(settings), model_id=settings.model_id,
+                           params=model_params(sampling))
+    if name == "responses":
+        from strands.models.openai_responses import OpenAIResponsesModel
+
+        params = {k: v for k, v in sampling.items() if k in ("temperature", "top_p")}
+        if sampling.get("max_tokens"):
+            params["max_output_tokens"] = sampling["max_tokens"]
+        return OpenAIResponsesModel(client_args=_openai_client_args(settings), model_id=settings.model_id,
+                                    params=params)
+    if name == "anthropic":
+        from strands.models.anthropic import AnthropicModel
+
+        base_url = settings.anthropic_base_url or settings.session_root
+        client_args = {**_openai_client_args(settings), "base_url": base_url}
+        params = {k: v for k, v in sampling.items() if k in ("temperature", "top_p", "top_k")}
+        return AnthropicModel(client_args=client_args, model_id=settings.model_id,
+                              max_tokens=int(sampling.get("max_tokens") or 4096), params=params)
+    from botocore.config import Config
+    from strands.models.bedrock import BedrockModel
+
+    config = Config(read_timeout=settings.call_timeout, connect_timeout=min(settings.call_timeout, 60),
+                    retries={"max_attempts": settings.max_retries + 1, "mode": "standard"})
+    bedrock = {k: sampling[k] for k in ("temperature", "top_p", "max_tokens") if k in sampling}
+    return BedrockModel(endpoint_url=settings.bedrock_endpoint_url or settings.session_root,
+                        boto_client_config=config, model_id=settings.model_id, **bedrock)
+
+
+def _openai_client_args(settings: RolloutSettings) -> dict[str, Any]:
+    return {
         "base_url": settings.base_url,
         "api_key": settings.api_key or "EMPTY",
         "timeout": settings.call_timeout,
         "max_retries": settings.max_retries,
     }
-    model = OpenAIModel(
-        client_args=client_args,
-        model_id=settings.model_id,
-        params=model_params(settings.sampling_params),
-    )
+
+
+def build_agent(settings: RolloutSettings) -> Any:
+    """A fresh Strands agent talking to the policy model through the rollout's session address.
+
+    The conversation is never trimmed (``NullConversationManager``): an episode that outgrows
+    the model's context fails loudly instead of silently training on a rewritten history.
+
+    :param settings: the validated ``_rollout`` settings.
+    :raises ValueError: ``MATH_AGENT_PROTOCOL`` names no protocol.
+    """
+    from strands import Agent
+    from strands.agent.conversation_manager import NullConversationManager
+
     return Agent(
-        model=model,
+        model=build_model(settings, protocol()),
         tools=[calculator],
         system_prompt=SYSTEM_PROMPT,
         callback_handler=None,
@@ -199,13 +263,24 @@ class ModelCallError(RuntimeError):
 
 
 def _connection_error(err: BaseException) -> BaseException | None:
-    """The OpenAI connection or timeout error behind ``err`` (Strands may wrap it), if any."""
+    """The connection or timeout error behind ``err`` (Strands may wrap it), if any: openai's,
+    anthropic's (their timeout errors are connection errors too) or botocore's."""
     import openai
+    from botocore.exceptions import ConnectionError as BotocoreConnectionError
+    from botocore.exceptions import ReadTimeoutError
 
+    unreachable: tuple[type[BaseException], ...] = (openai.APIConnectionError, BotocoreConnectionError,
+                                                     ReadTimeoutError)
+    try:
+        import anthropic
+
+        unreachable += (anthropic.APIConnectionError,)
+    except ImportError:  # the anthropic protocol's package is optional
+        pass
     seen: set[int] = set()
     current: BaseException | None = err
     while current is not None and id(current) not in seen:
-        if isinstance(current, openai.APIConnectionError):  # APITimeoutError is one too
+        if isinstance(current, unreachable):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
@@ -251,6 +326,15 @@ def count_tool_calls(messages: Sequence[dict[str, Any]]) -> int:
                if "toolUse" in block)
 
 
+async def close_model(model: Any) -> None:
+    """Close the model's HTTP client when its provider keeps one for its lifetime (Strands'
+    ``AnthropicModel`` does; the others open one per call): its pooled connections would
+    otherwise outlive the episode."""
+    close = getattr(getattr(model, "client", None), "close", None)
+    if close is not None and asyncio.iscoroutinefunction(close):
+        await close()
+
+
 async def solve(payload: dict[str, Any]) -> dict[str, Any]:
     """Handle one rollout: validate, run the agent, score its final answer.
 
@@ -276,6 +360,8 @@ async def solve(payload: dict[str, Any]) -> dict[str, Any]:
             f"cannot reach the policy model at {settings.base_url}: {unreachable} "
             f"({settings.max_retries + 1} attempts of at most {settings.call_timeout:g}s each)"
         ) from err
+    finally:
+        await close_model(agent.model)
     final_text = str(result)
     reward = grading.score(final_text, str(request.answer))
     turns = sum(1 for m in agent.messages if m.get("role") == "assistant")
@@ -314,6 +400,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if not 0 < options.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {options.port}")
+    try:
+        protocol()
+    except ValueError as err:
+        print(f"agent.py: {err} (unset it for chat completions)", file=sys.stderr)
+        return 2
     problem = check_s3_access(options.s3_bucket)
     if problem is not None:
         print(f"agent.py: {problem}", file=sys.stderr)

@@ -73,6 +73,19 @@ def agent_sampling_params(sampling: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def protocol_urls(base_url: str) -> dict[str, str]:
+    """The session's address for each model client besides OpenAI's ``base_url`` (docs/agents.md).
+
+    :param base_url: the session's OpenAI base URL, ``<gateway>/sessions/<sid>/v1``.
+    :returns: ``anthropic_base_url`` (the anthropic SDK appends ``/v1/messages``) and
+        ``bedrock_endpoint_url`` (boto3 ``bedrock-runtime`` appends ``/model/<id>/converse``;
+        ``AnthropicBedrock`` takes it as ``base_url``): both ``<gateway>/sessions/<sid>``.
+    """
+    root = base_url.removesuffix("/")
+    root = root.removesuffix("/v1")
+    return {"anthropic_base_url": root, "bedrock_endpoint_url": root}
+
+
 def build_payload(
     metadata: dict[str, Any],
     *,
@@ -90,7 +103,8 @@ def build_payload(
     :param exp_id: experiment id (first part of the result key).
     :param input_id: the step's input id (second part of the result key).
     :param s3_bucket: bucket the agent writes its result to.
-    :param base_url: the gateway session's OpenAI base URL (ends in ``/v1``).
+    :param base_url: the gateway session's OpenAI base URL (ends in ``/v1``); the other
+        protocols' addresses are derived from it (:func:`protocol_urls`).
     :param model_id: the model name the agent sends.
     :param sampling: the trainer's sampling params (see :func:`agent_sampling_params`).
     :param episode_timeout: seconds the rollout waits for the result (``acr_timeout``), sent as
@@ -103,6 +117,7 @@ def build_payload(
         "input_id": input_id,
         "s3_bucket": s3_bucket,
         "base_url": base_url,
+        **protocol_urls(base_url),
         "model_id": model_id,
         "sampling_params": agent_sampling_params(sampling),
     }

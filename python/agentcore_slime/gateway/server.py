@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import gc
 import hashlib
 import hmac
@@ -41,11 +42,12 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from . import trace_wire
+from . import protocols, trace_wire
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, check_sampling_params, short_id
 from .engine import EngineClient, EngineError, settle_finish
 from .limits import ConnectionCap, TokenFloor, connection_cap, fits, raise_open_files_limit
 from .memory import GcWatch, deep_size, release_memory
+from .protocols.base import CHAT, Completion, Protocol
 from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, RenderTimeout, text_size
 from .rendering import (
     ChainState,
@@ -61,16 +63,7 @@ from .rendering import (
 )
 from .store import SessionTraces, rebuild, shared_messages
 from .trace import CallTrace
-from .wire import (
-    BadRequest,
-    ChatRequest,
-    Reply,
-    dump_json,
-    error_body,
-    finish_reason,
-    load_json,
-    parse_request,
-)
+from .wire import BadRequest, ChatRequest, dump_json, load_json
 
 logger = logging.getLogger(__name__)
 PACKAGE_LOGGER = "agentcore_slime.gateway"
@@ -110,8 +103,10 @@ class _Session:
 
 @dataclass
 class _Call:
-    """One chat call in flight: the request, and the prompt built for it (off the event loop)."""
+    """One call in flight: the request (in chat form, whatever its protocol), and the prompt
+    built for it (off the event loop)."""
 
+    protocol: Protocol
     request: ChatRequest
     messages: list[dict[str, Any]]
     tools_key: str
@@ -133,10 +128,14 @@ def _json_error(
     param: str | None = None,
     retry: bool = False,
 ) -> web.Response:
-    headers = {} if retry else dict(NO_RETRY)
-    return web.json_response(
-        error_body(message, kind, param=param, code=code), status=status, headers=headers
-    )
+    return CHAT.error(status, message, kind, code=code, param=param, retry=retry)
+
+
+def _bad_request(protocol: Protocol, err: BadRequest | RenderError) -> web.Response:
+    """A 400 in the protocol's shape: a bad field, or messages the renderer cannot take."""
+    if isinstance(err, BadRequest):
+        return protocol.error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
+    return protocol.error(400, str(err), "invalid_request_error", param="messages")
 
 
 def _guarded(fn: Callable[..., _T], *args: Any) -> _T:
@@ -537,6 +536,9 @@ class Gateway:
         )
         app.router.add_get("/health", self._health)
         app.router.add_post("/sessions/{sid}/v1/chat/completions", self._chat)
+        for route in protocols.ROUTES:  # Anthropic Messages, OpenAI Responses, Bedrock runtime
+            handler = self._count_tokens if route.counts_tokens else self._serve
+            app.router.add_post(route.path, functools.partial(handler, protocol=route.protocol))
         app.router.add_get("/sessions/{sid}/v1/models", self._models)
         app.router.add_post("/admin/sessions", self._admin_create)
         app.router.add_delete("/admin/sessions/{sid}", self._admin_delete)
@@ -550,19 +552,21 @@ class Gateway:
     async def _errors_as_json(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Every answer is an OpenAI error body, never aiohttp's plain text: a bug is a 500 the
-        SDK does not retry, an HTTP error (413, 405...) keeps its status."""
+        """Every answer is an error body in the protocol of its path (OpenAI's elsewhere), never
+        aiohttp's plain text: a bug is a 500 the SDK does not retry, an HTTP error (413,
+        405...) keeps its status."""
+        protocol = protocols.for_path(request.path)
         try:
             return await handler(request)
         except web.HTTPException as err:
             if err.status < 400:
                 raise
-            return _json_error(err.status, err.reason, "invalid_request_error")
+            return protocol.error(err.status, err.reason, "invalid_request_error")
         except (asyncio.CancelledError, ConnectionError):
             raise
         except Exception as err:
             logger.exception("gateway error on %s %s", request.method, _redacted(request))
-            return _json_error(500, f"gateway error: {type(err).__name__}: {err}", "server_error")
+            return protocol.error(500, f"gateway error: {type(err).__name__}: {err}", "server_error")
 
     @web.middleware
     async def _admin_guard(
@@ -596,8 +600,8 @@ class Gateway:
             card["max_model_len"] = self._context_length
         return web.json_response({"object": "list", "data": [card]})
 
-    def _unknown_session(self, sid: str) -> web.Response:
-        return _json_error(
+    def _unknown_session(self, sid: str, protocol: Protocol = CHAT) -> web.Response:
+        return protocol.error(
             404,
             f"unknown session {sid!r} (sessions are created by the trainer's rollout)",
             "invalid_request_error",
@@ -647,17 +651,21 @@ class Gateway:
         await asyncio.to_thread(self.abort_session, request.match_info["sid"])
         return web.json_response({"aborted": request.match_info["sid"]})
 
-    # ------------------------------------------------------------------ chat
+    # ------------------------------------------------------------------ calls (every protocol)
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve(request, CHAT)
+
+    async def _serve(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
+        """One model call in any protocol: the adapter only parses the body and writes the reply."""
         sid = request.match_info["sid"]
         session = self._session(sid)
         if session is None:
-            return self._unknown_session(sid)
+            return self._unknown_session(sid, protocol)
         # Bodies are read before the session lock: what one session may hold is bounded by the
         # size its calls declare (a body without Content-Length counts as the largest allowed).
         size = request.content_length if request.content_length is not None else MAX_BODY_BYTES
         if session.bytes_in_flight + size > self.config.session_body_bytes:
-            return _json_error(
+            return protocol.error(
                 429,
                 f"this session's calls in progress already hold {session.bytes_in_flight} bytes of request "
                 f"bodies; a call of {size} more is over the session's {self.config.session_body_bytes} "
@@ -668,16 +676,17 @@ class Gateway:
             )
         session.bytes_in_flight += size
         try:
-            return await self._read_and_serve(request, session, sid)
+            return await self._read_and_serve(request, session, sid, protocol)
         finally:
             session.bytes_in_flight -= size
 
-    async def _read_and_serve(self, request: web.Request, session: _Session, sid: str) -> web.StreamResponse:
+    async def _read_body(self, request: web.Request, protocol: Protocol) -> bytes | web.Response:
+        """The body, or the answer when it did not arrive in time (or the client went away)."""
         try:  # a client that stalls mid-body must not hold a connection (and a file) forever
             async with asyncio.timeout(self.config.client_timeout):
-                raw = await request.read()
+                return await request.read()
         except TimeoutError:
-            return _json_error(
+            return protocol.error(
                 408,
                 f"the request body did not arrive within {self.config.client_timeout:g} s",
                 "invalid_request_error",
@@ -685,14 +694,21 @@ class Gateway:
             )
         except ConnectionResetError:  # the client went away mid-body, or was closed to make room
             return web.Response(status=499)
+
+    async def _read_and_serve(
+        self, request: web.Request, session: _Session, sid: str, protocol: Protocol
+    ) -> web.StreamResponse:
+        raw = await self._read_body(request, protocol)
+        if isinstance(raw, web.Response):
+            return raw
         assert self._cap is not None
         with self._cap.serving(request):  # from now on its connection is not closed to make room
-            return await self._serve_body(request, session, sid, raw)
+            return await self._serve_body(request, session, sid, raw, protocol)
 
     async def _serve_body(
-        self, request: web.Request, session: _Session, sid: str, raw: bytes
+        self, request: web.Request, session: _Session, sid: str, raw: bytes, protocol: Protocol
     ) -> web.StreamResponse:
-        key = request.headers.get(IDEMPOTENCY_KEY) or None
+        key = protocol.idempotency_key(request.headers)
         digest = b"" if key is None else await self._digest(raw)
         task = asyncio.current_task()
         assert task is not None
@@ -700,20 +716,50 @@ class Gateway:
         try:
             async with session.lock:
                 if session.deleted:
-                    return self._unknown_session(sid)
+                    return self._unknown_session(sid, protocol)
                 if key is not None and key in session.replies:  # a retry of a delivered call: same reply
-                    return await self._replay(request, session, key, digest)
+                    return await self._replay(request, session, key, digest, protocol)
                 try:
-                    call = await self._prepare(raw, session)
-                except BadRequest as err:
-                    return _json_error(400, str(err), "invalid_request_error", param=err.param, code=err.code)
-                except RenderError as err:
-                    return _json_error(400, str(err), "invalid_request_error", param="messages")
+                    call = await self._prepare(raw, session, protocol)
+                except (BadRequest, RenderError) as err:
+                    return _bad_request(protocol, err)
                 except RenderTimeout as err:
-                    return _json_error(503, str(err), "server_error", code="render_timeout")
+                    return protocol.error(503, str(err), "server_error", code="render_timeout")
                 return await self._serve_call(request, session, call, key, digest)
         finally:
             session.in_flight.discard(task)
+
+    async def _count_tokens(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
+        """The prompt length a call would have, rendered in full (no engine call, nothing
+        recorded; the same token floor, render lanes and render bound as a call)."""
+        sid = request.match_info["sid"]
+        session = self._session(sid)
+        if session is None:
+            return self._unknown_session(sid, protocol)
+        raw = await self._read_body(request, protocol)
+        if isinstance(raw, web.Response):
+            return raw
+        assert self._cap is not None
+        with self._cap.serving(request):
+            deadline = time.monotonic() + self.config.render_timeout
+            large = len(raw) > LARGE_BODY_BYTES
+            try:
+                length = await self._build_off_loop(deadline, large, self._count_all, raw, protocol, deadline)
+            except (BadRequest, RenderError) as err:
+                return _bad_request(protocol, err)
+            except RenderTimeout as err:
+                return protocol.error(503, str(err), "server_error", code="render_timeout")
+        return web.Response(body=protocol.count_reply(length), content_type="application/json")
+
+    def _count_all(self, raw: bytes, protocol: Protocol, deadline: float) -> int:
+        """Parse and fully render a body, for its length only (off the loop)."""
+        chat = protocol.parse(raw)
+        messages = normalize_messages(chat.messages)
+        large = len(raw) > LARGE_BODY_BYTES
+        call = _Call(protocol, chat, messages, tools_key(chat.tools), time.perf_counter(), deadline, large)
+        if call.large:
+            self._check_floor(messages)
+        return len(self._render_call(call).ids)
 
     async def _digest(self, raw: bytes) -> bytes:
         """What ties an Idempotency-Key to its body (a large body is hashed off the loop)."""
@@ -722,12 +768,12 @@ class Gateway:
         return _body_digest(raw)
 
     async def _replay(
-        self, request: web.Request, session: _Session, key: str, digest: bytes
+        self, request: web.Request, session: _Session, key: str, digest: bytes, protocol: Protocol
     ) -> web.StreamResponse:
         """The reply stored under ``key``, if the retry sent the same body (else 422)."""
         stored, reply = session.replies[key]
         if not hmac.compare_digest(stored, digest):
-            return _json_error(
+            return protocol.error(
                 422,
                 f"the Idempotency-Key {key[:64]!r} was used before with a different request body "
                 "(a retry sends the same body; a new request needs a new key)",
@@ -758,7 +804,7 @@ class Gateway:
                 "busy rendering other long prompts, or this one is too long: shorten it or retry later)"
             ) from None
 
-    async def _prepare(self, raw: bytes, session: _Session) -> _Call:
+    async def _prepare(self, raw: bytes, session: _Session, protocol: Protocol) -> _Call:
         """Parse and validate the body, build the prompt ids and the sampling params.
 
         A body of ordinary size and a cumulative bridge cost less than handing them to a
@@ -772,21 +818,23 @@ class Gateway:
         deadline = time.monotonic() + self.config.render_timeout
         large = len(raw) > LARGE_BODY_BYTES  # big bodies, and renders of them, take the large lane
         if len(raw) > INLINE_BODY_BYTES or grown > INLINE_NEW_BYTES:
-            return await self._build_off_loop(deadline, large, self._prepare_all, raw, session, deadline)
-        call = _guarded(self._parse_call, raw, session, deadline)
+            return await self._build_off_loop(
+                deadline, large, self._prepare_all, raw, session, protocol, deadline
+            )
+        call = _guarded(self._parse_call, raw, session, protocol, deadline)
         if call.prompt is None:
             call.prompt = await self._build_off_loop(deadline, large, self._render_call, call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
-    def _prepare_all(self, raw: bytes, session: _Session, deadline: float) -> _Call:
-        call = self._parse_call(raw, session, deadline)
+    def _prepare_all(self, raw: bytes, session: _Session, protocol: Protocol, deadline: float) -> _Call:
+        call = self._parse_call(raw, session, protocol, deadline)
         if call.prompt is None:
             call.prompt = self._render_call(call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
-    def _parse_call(self, raw: bytes, session: _Session, deadline: float) -> _Call:
+    def _parse_call(self, raw: bytes, session: _Session, protocol: Protocol, deadline: float) -> _Call:
         """The request, its messages normalized, and the prompt when a bridge builds it.
 
         :raises BadRequest: ``context_length_exceeded`` when the messages' text alone is more
@@ -794,9 +842,10 @@ class Gateway:
         """
         assert self._builder is not None
         started = time.perf_counter()
-        chat = parse_request(raw)
+        chat = protocol.parse(raw)
         messages = self._messages(chat, session)
-        call = _Call(chat, messages, tools_key(chat.tools), started, deadline, len(raw) > LARGE_BODY_BYTES)
+        large = len(raw) > LARGE_BODY_BYTES
+        call = _Call(protocol, chat, messages, tools_key(chat.tools), started, deadline, large)
         if call.large:
             self._check_floor(messages)
         call.repeat = session.last_request == (call.messages, call.tools_key)
@@ -861,14 +910,17 @@ class Gateway:
             result = settle_finish(result, self._builder.stop_ids, call.request.stop, self._decode)
         except EngineError as err:
             logger.warning("session %s: engine call failed: %s", short_id(session.sid), err)
-            return _json_error(
+            return call.protocol.error(
                 502,
                 f"the policy engine failed: {err}",
                 "server_error",
                 code="engine_error",
                 retry=err.retryable,
             )
-        message, reply = self._reply(call, result.output_ids, result.finish_type)
+        matched = result.finish.get("matched")
+        message, reply = self._reply(
+            call, result.output_ids, result.finish_type, matched if isinstance(matched, str) else None
+        )
         trace = CallTrace(
             prompt_token_ids=[],  # the store takes call.prompt.ids (no 10k-int list while in flight)
             completion_token_ids=result.output_ids,
@@ -893,22 +945,24 @@ class Gateway:
             return web.Response(status=499)
         return response
 
-    def _reply(self, call: _Call, output_ids: list[int], finish: str) -> tuple[dict[str, Any], _Body]:
-        """Parse the sampled ids into the assistant message and serialize the reply (on the loop)."""
+    def _reply(
+        self, call: _Call, output_ids: list[int], finish: str, matched: str | None
+    ) -> tuple[dict[str, Any], _Body]:
+        """Parse the sampled ids into the assistant message and serialize the reply in the
+        call's protocol (on the loop)."""
         assert self._builder is not None and call.prompt is not None
         message = parse_completion(
             self._builder.parser, output_ids, call.prompt.ids, call.request.tools
         )
-        reply = Reply(
+        completion = Completion(
             call.request.model or self.config.model_id,
             message,
-            finish_reason(finish, message),
+            finish,
+            matched,
             len(call.prompt.ids),
             len(output_ids),
         )
-        if call.request.stream:
-            return message, (reply.sse_events(call.request.include_usage), "text/event-stream")
-        return message, (dump_json(reply.completion()), "application/json")
+        return message, call.protocol.reply(call.request, completion)
 
     def _decode(self, ids: list[int]) -> str:
         assert self._builder is not None

@@ -393,6 +393,21 @@ def test_training_step_with_a_local_agent(
     check_evaluation(stand, args, data_source)
 
 
+@pytest.mark.parametrize("protocol", ["responses", "anthropic", "bedrock"])
+def test_training_step_with_each_agent_protocol(
+    stand: Stand, fresh_rollout: Any, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    """The same step with the example agent on OpenAI Responses, Anthropic Messages and Bedrock
+    ConverseStream (``MATH_AGENT_PROTOCOL``): its only change is the protocol; the samples, masks,
+    rewards and the failed episode are those of chat completions."""
+    monkeypatch.setenv("MATH_AGENT_PROTOCOL", protocol)
+    stand.policy.reset()
+    args = slime_args(stand, f"e2e-{protocol}")
+    data_source = ListDataSource.from_jsonl(stand.train_path, N_SAMPLES)
+    output = rollout.generate_rollout(args, 0, data_source, evaluation=False)
+    check_training_step(stand, args, output, segments=1)
+
+
 def test_prefix_break_splits_an_episode_into_two_samples(stand: Stand, fresh_rollout: Any) -> None:
     """Rendered mode + a tool call written unlike the chat template: the second prompt does not
     extend the first call's tokens, so each episode becomes two samples sharing a rollout id."""

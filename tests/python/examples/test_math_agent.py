@@ -296,3 +296,11 @@ def test_start_up_checks_the_results_bucket(s3: Bucket, monkeypatch: pytest.Monk
     err = capsys.readouterr().err
     assert err == ("agent.py: cannot access s3://no-such-bucket-here: 404 (check the bucket name, its "
                    "region, and that these credentials may write to it)\n")
+
+
+def test_an_unknown_protocol_stops_the_agent_at_start_up(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MATH_AGENT_PROTOCOL", "grpc")
+    assert math_agent.main(["--port", "8080"]) == 2
+    error = capsys.readouterr().err
+    assert "MATH_AGENT_PROTOCOL='grpc' is not one of chat, responses, anthropic, bedrock" in error

@@ -121,6 +121,8 @@ def test_payload_is_a_copy_of_the_metadata_plus_rollout() -> None:
         "input_id": "i",
         "s3_bucket": "b",
         "base_url": "u/v1",
+        "anthropic_base_url": "u",
+        "bedrock_endpoint_url": "u",
         "model_id": "m",
         "sampling_params": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 128},
         "episode_timeout": 900.0,

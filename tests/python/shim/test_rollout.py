@@ -80,6 +80,9 @@ def test_train_step(s3_bucket: str, agents: Any, gateway: Any, shim_state: Any) 
     payloads = [p for _, p in agent.invocations]
     assert {p["_rollout"]["input_id"] for p in payloads} == {payloads[0]["_rollout"]["input_id"]}
     assert all(p["_rollout"]["base_url"].endswith(f"/sessions/{sid}/v1") for sid, p in agent.invocations)
+    for sid, p in agent.invocations:  # every protocol's address of the session (docs/agents.md)
+        assert p["_rollout"]["anthropic_base_url"] == p["_rollout"]["bedrock_endpoint_url"]
+        assert p["_rollout"]["anthropic_base_url"].endswith(f"/sessions/{sid}")
     assert sorted(p["q"] for p in payloads) == [0, 0, 0, 1, 1, 1]
     assert all("_rollout" not in s.metadata for s in samples)
     # gateway sessions: trainer sampling params, all deleted
