@@ -13,7 +13,7 @@ from typing import Any
 
 import openai
 from agentcore_slime.gateway.trace import CallTrace
-from agentcore_slime.traces import merge_traces
+from agentcore_slime.rollout.traces import merge_traces
 from fakes.sglang_server import fake_logprob
 from gateway_helpers import ADD_TOOL, tool_call_text
 

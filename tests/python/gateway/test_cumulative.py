@@ -78,7 +78,12 @@ def test_random_tool_conversations_have_zero_drift(make_stand, tokenizer) -> Non
     @given(plan=plans, system=st.one_of(st.none(), stripped), first=texts)
     def run(plan, system, first) -> None:
         sid = uuid.uuid4().hex
-        client = _client(stand.gateway.create_session(sid, {"max_new_tokens": 200}))
+        # closed when the example ends: a client left to the garbage collector leaves an open
+        # socket whose ResourceWarning fails whichever later test happens to collect it
+        with _client(stand.gateway.create_session(sid, {"max_new_tokens": 200})) as client:
+            run_plan(client, sid, plan, system, first)
+
+    def run_plan(client: Any, sid: str, plan: Any, system: Any, first: str) -> None:
         messages: list[dict[str, Any]] = (
             [{"role": "system", "content": system}] if system else []
         )
