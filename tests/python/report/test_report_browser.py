@@ -103,3 +103,23 @@ def test_a_page_with_a_nasty_dataset_name_and_a_partial_line_loads_and_says_what
     assert f"skipped 1 line of metrics.jsonl: line {cut} is not JSON" in notes
     assert f"showed 1 line of metrics.jsonl in part: line {cut - 1} lacks step_seconds, " in notes
     assert page.locator("#steps tr").count() == 1 + 3  # steps 0, 1 and the partial step 2
+
+
+@pytest.mark.parametrize("steps", [1, 6, 1000])
+def test_the_plots_at_1_6_and_1000_steps_draw_in_the_browser(page: Any, tmp_path: Path, steps: int) -> None:
+    """The plots' area, screenshotted (docs/images/report-1-step.png and report-1000-steps.png
+    come from here: TOOLKIT_REPORT_SCREENSHOTS=DIR keeps them)."""
+    run = tmp_path / "runs" / f"run{steps}"
+    write_run(run, steps=steps, record_episodes=1 if steps > 100 else 2)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(write_report(run).as_uri(), timeout=60_000)
+    assert errors == []
+    widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+    assert len(widths) == 5 and min(widths) > 100
+    shot = tmp_path / f"report-{steps}.png"
+    page.locator(".figures").screenshot(path=str(shot))
+    assert shot.stat().st_size > 20_000  # drawn plots, not a blank area
+    keep = os.environ.get("TOOLKIT_REPORT_SCREENSHOTS")
+    if keep:
+        shutil.copy(shot, Path(keep) / f"report-{steps}-step{'s' if steps > 1 else ''}.png")
