@@ -138,7 +138,7 @@ def _count_axis(axes: Axes) -> None:
     """A count axis: whole numbers from 0 (at least up to 1, so an all-zero series has a scale)."""
     _integer_ticks(axes.yaxis)
     low, high = axes.get_ylim()
-    axes.set_ylim(0, max(high, 1))
+    axes.set_ylim(0, max(high, 1) * 1.08)  # headroom: a line at the top value stays off the frame
 
 
 def _reward(data: RunData) -> Callable[[Axes], None]:

@@ -110,7 +110,7 @@ def test_a_one_step_run_has_whole_steps_and_counts_and_its_legend_outside_the_da
     assert tick_labels(first_axes(svgs["Failures by reason"]), "x") == ["0"]
 
 
-@pytest.mark.parametrize("steps", [6, 1000])
+@pytest.mark.parametrize("steps", [6, 1000, 10_000])
 def test_many_steps_have_whole_steps_and_counts_and_legends_outside(tmp_path: Path, steps: int) -> None:
     run = tmp_path / "runs" / f"run{steps}"
     write_run(run, steps=steps, record_episodes=1 if steps > 100 else 2)
