@@ -201,15 +201,22 @@ assert_only_own_signalled() {
   done
 }
 
-@test "--dry-run prints the script, the server command and the evaluation command; runs nothing" {
+@test "--dry-run prints the server command and the evaluation command; runs nothing, writes nothing" {
+  # a dry run used to leave a $TMPDIR/toolkit-<EXP_ID>-eval-* directory behind on every call
+  export TMPDIR="$BATS_TEST_TMPDIR/tmp"
+  mkdir "$TMPDIR"
   run -0 --separate-stderr "$EVAL" --dry-run --limit 5 --set "EVAL_SGLANG_FLAGS=--attention-backend fa3" "$WORK/exp.env"
-  ((${#lines[@]} == 3)) || flunk "$output"
-  [[ ${lines[0]} == */eval.sh && -f ${lines[0]} ]]
+  ((${#lines[@]} == 2)) || flunk "$output"
   assert_line "python3 -m sglang.launch_server --model-path $WORK/install/model --tp-size 2 --host 127.0.0.1 --mem-fraction-static 0.7 --log-level warning --attention-backend fa3 --port \$port"
-  [[ ${lines[2]} == "python3 -m agentcore_slime.evaluate --config "*"/toolkit.yaml --model-dir $WORK/install/model "*" --limit 5 --engine-url http://127.0.0.1:\$port --out-dir "* ]] ||
-    flunk "${lines[2]}"
+  # the paths are the ones a real run uses (runs/<EXP_ID>), not a directory that is gone
+  [[ ${lines[1]} == "python3 -m agentcore_slime.evaluate --config $RUN_DIR/toolkit.yaml --model-dir $WORK/install/model "*" --limit 5 --engine-url http://127.0.0.1:\$port --out-dir "* ]] ||
+    flunk "${lines[1]}"
+  # the hint repeats the whole invocation, without --dry-run
+  [[ $stderr == *"bin/eval: dry run: nothing written; bin/eval --limit 5 --set 'EVAL_SGLANG_FLAGS=--attention-backend fa3' $WORK/exp.env writes $RUN_DIR/eval.sh and runs these two commands:"* ]] ||
+    flunk "$stderr"
   refute_calls
   [[ ! -e $TOOLKIT_RUNS_DIR && ! -e $FAKE_SGLANG_PIDS ]]
+  [[ -z $(ls -A "$TMPDIR") ]] || flunk "left behind: $(ls -A "$TMPDIR")"
 }
 
 @test "bad input is refused before anything runs (exit 2), same messages as bin/train" {

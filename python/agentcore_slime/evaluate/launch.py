@@ -2,7 +2,8 @@
 
 The same env file, validation and error messages as ``bin/train``; ``--checkpoint`` picks the
 HF model directory to serve (default ``MODEL_DIR``), ``--limit`` the first N validation rows,
-``--dry-run`` renders into a temporary directory and prints the server and evaluation commands.
+``--dry-run`` renders in memory, writes nothing (no run directory, no temporary one) and prints
+the server and evaluation commands a real run would execute.
 Progress goes to stderr as ``bin/eval: ...``; stdout carries only paths and commands.
 """
 
@@ -12,7 +13,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -124,23 +124,27 @@ def _run(argv: list[str]) -> int:
     _check_inputs(config, checkpoint, real_run=not args.dry_run)
     if not args.dry_run:
         _check_tools()
-    if args.dry_run:
-        run_dir = Path(tempfile.mkdtemp(prefix=f"toolkit-{config['EXP_ID']}-eval-"))
-    else:
-        run_dir = runs_dir / str(config["EXP_ID"])
+    run_dir = runs_dir / str(config["EXP_ID"])
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
     rendered = render_eval(config, paths, request, repo / "templates")
-    write_run_dir(run_dir, rendered.files, also_checked=["eval.log"])
     script = run_dir / SCRIPT
     if args.dry_run:
-        server, evaluate = commands(config, request, run_dir)
-        print(script)
-        print(server)
-        print(evaluate)
+        _print_dry_run(config, request, run_dir, argv)
         return 0
+    write_run_dir(run_dir, rendered.files, also_checked=["eval.log"])
     say(f"running {script} (log: {run_dir / 'eval.log'})")
     return run_script(script)
+
+
+def _print_dry_run(config: Config, request: EvalRequest, run_dir: Path, argv: list[str]) -> None:
+    """What a real run would execute, with the paths it would use; nothing is written (a dry
+    run used to leave a /tmp/toolkit-<EXP_ID>-eval-* directory behind on every call)."""
+    again = " ".join(shell_quote(word) for word in [PROG, *(a for a in argv if a != "--dry-run")])
+    say(f"dry run: nothing written; {again} writes {run_dir / SCRIPT} and runs these two commands:")
+    server, evaluate = commands(config, request, run_dir)
+    print(server)
+    print(evaluate)
 
 
 if __name__ == "__main__":  # bin/eval: python -m agentcore_slime.evaluate.launch

@@ -12,10 +12,12 @@ from agentcore_slime.report.build import RunData, load_run
 REPORT_FILE = "report.html"
 
 
-def render_report(data: RunData) -> str:
+def render_report(data: RunData, reload_seconds: int | None = None) -> str:
     """The report page's HTML.
 
     :param data: what :func:`load_run` read.
+    :param reload_seconds: the live page of ``bin/report --watch`` reloads itself this often
+        (None: a page that stays as it is).
     """
     import jinja2
 
@@ -31,7 +33,7 @@ def render_report(data: RunData) -> str:
     env.filters["num"] = _num
     env.filters["pretty"] = _pretty
     template = env.get_template("report.html.j2")
-    return template.render(data=data, figures=plots.figures(data))
+    return template.render(data=data, figures=plots.figures(data), reload_seconds=reload_seconds)
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -46,17 +48,26 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
-def write_report(run_dir: Path, notes: list[str] | None = None) -> Path:
-    """Render ``run_dir/report.html`` (replacing the last one whole, never through a link; mode
-    0600: it shows session ids and agent text).
+def write_report(
+    run_dir: Path,
+    notes: list[str] | None = None,
+    *,
+    data: RunData | None = None,
+    reload_seconds: int | None = None,
+) -> Path:
+    """Render ``run_dir/report.html`` (written to a new file and renamed over the last one, never
+    through a link, so a reader sees one page or the other, never half; mode 0600: it shows
+    session ids and agent text).
 
     :param run_dir: ``runs/<EXP_ID>/``.
     :param notes: receives what the page could not show (also said on the page).
+    :param data: the run as already read (default: read it now).
+    :param reload_seconds: see :func:`render_report`.
     :returns: the report's path.
     """
     target = run_dir / REPORT_FILE
-    data = load_run(run_dir)
-    write_whole(target, render_report(data))
+    data = load_run(run_dir) if data is None else data
+    write_whole(target, render_report(data, reload_seconds))
     if notes is not None:
         notes += data.notes
     return target

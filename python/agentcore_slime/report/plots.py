@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure as MplFigure
 
     from agentcore_slime.report.build import RunData
 
@@ -47,7 +48,7 @@ def label(name: str) -> str:
     return "\N{ZERO WIDTH SPACE}" + text if text.startswith("_") else text
 
 
-def _svg_uri(draw: Callable[[Axes], None], width: float = 6.4, height: float = 3.2) -> str:
+def _svg_uri(draw: Callable[[Axes], None], width: float = 6.4, height: float = 3.4) -> str:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -62,9 +63,35 @@ def _svg_uri(draw: Callable[[Axes], None], width: float = 6.4, height: float = 3
         figure = MplFigure(figsize=(width, height), layout="constrained")
         axes = figure.add_subplot()
         draw(axes)
+        _legend_below(figure)
         buffer = io.BytesIO()
         figure.savefig(buffer, format="svg", metadata={"Date": None})  # no date: same run, same bytes
     return "data:image/svg+xml;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+#: the most legend entries side by side under a plot
+LEGEND_COLUMNS = 3
+
+
+def _legend_below(figure: MplFigure) -> None:
+    """One legend for every axes of ``figure`` (a twin axis too), below the plot: a legend
+    inside the axes sits on the lines wherever the data happens to be."""
+    handles, labels = [], []
+    for axes in figure.axes:
+        more_handles, more_labels = axes.get_legend_handles_labels()
+        handles += more_handles
+        labels += more_labels
+    if handles:
+        columns = min(len(handles), LEGEND_COLUMNS)
+        figure.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize="small")
+
+
+#: above this many points a line is drawn without a marker on each (they would merge into a smear)
+MARKERS_UP_TO = 60
+
+
+def _marker(symbol: str, points: int) -> str:
+    return symbol if points <= MARKERS_UP_TO else ""
 
 
 def _series(lines: list[dict[str, Any]], *path: str) -> tuple[list[int], list[float]]:
@@ -79,15 +106,39 @@ def _series(lines: list[dict[str, Any]], *path: str) -> tuple[list[int], list[fl
     return steps, values
 
 
-def _steps_axis(axes: Axes, ylabel: str) -> None:
+def _all_steps(data: RunData) -> list[int]:
+    steps = {int(line["step"]) for line in data.train}
+    steps.update(int(line["step"]) for lines in data.eval.values() for line in lines)
+    return sorted(steps)
+
+
+def _integer_ticks(axis: Any) -> None:
+    """Whole-number ticks only, even when the range holds a single whole number (matplotlib's
+    default falls back to 0.1 steps there: step -0.04, 0.2 failed episodes)."""
     from matplotlib.ticker import MaxNLocator
 
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 5, 10], integer=True, min_n_ticks=1))
+
+
+def _steps_axis(axes: Axes, steps: list[int], ylabel: str) -> None:
+    """The step axis: whole steps, from the first recorded step to the last, with half a step
+    (or 2% of the run) either side so a one-step run is one point in the middle, not a
+    tenth-of-a-step scale around it."""
+    if steps:
+        first, last = min(steps), max(steps)
+        pad = max(0.5, (last - first) * 0.02)
+        axes.set_xlim(first - pad, last + pad)
+    _integer_ticks(axes.xaxis)
     axes.set_xlabel("step")
     axes.set_ylabel(ylabel)
     axes.grid(alpha=0.3)
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize="small")
+
+
+def _count_axis(axes: Axes) -> None:
+    """A count axis: whole numbers from 0 (at least up to 1, so an all-zero series has a scale)."""
+    _integer_ticks(axes.yaxis)
+    low, high = axes.get_ylim()
+    axes.set_ylim(0, max(high, 1) * 1.08)  # headroom: a line at the top value stays off the frame
 
 
 def _reward(data: RunData) -> Callable[[Axes], None]:
@@ -95,54 +146,68 @@ def _reward(data: RunData) -> Callable[[Axes], None]:
         steps, mean = _series(data.train, "reward", "mean")
         _, low = _series(data.train, "reward", "min")
         _, high = _series(data.train, "reward", "max")
-        axes.plot(steps, mean, marker="o", label="train mean (valid episodes)")
+        axes.plot(steps, mean, marker=_marker("o", len(steps)), label="train mean (valid episodes)")
         if len(low) == len(steps) == len(high):
             axes.fill_between(steps, low, high, alpha=0.15, label="train min-max")
         for name, lines in data.eval.items():
             eval_steps, eval_mean = _series(lines, "reward", "mean")
-            axes.plot(eval_steps, eval_mean, marker="s", linestyle="--", label=label(f"eval {name}"))
-        _steps_axis(axes, "reward")
+            marker = _marker("s", len(eval_steps))
+            axes.plot(eval_steps, eval_mean, marker=marker, linestyle="--", label=label(f"eval {name}"))
+        _steps_axis(axes, _all_steps(data), "reward")
 
     return draw
+
+
+#: above this many steps the failures are a stacked area, not one bar per step
+BARS_UP_TO = 200
 
 
 def _failures(data: RunData) -> Callable[[Axes], None]:
     def draw(axes: Axes) -> None:
         reasons = sorted({r for line in data.train for r in line["episodes"]["failed_by_reason"]})
         steps = [int(line["step"]) for line in data.train]
-        bottom = [0.0] * len(steps)
-        for reason in reasons:
-            counts = [float(line["episodes"]["failed_by_reason"].get(reason, 0)) for line in data.train]
-            axes.bar(steps, counts, bottom=bottom, label=label(reason))
-            bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
+        by_reason = [line["episodes"]["failed_by_reason"] for line in data.train]
+        stacks = [[float(counts.get(reason, 0)) for counts in by_reason] for reason in reasons]
+        if len(steps) > BARS_UP_TO and reasons:
+            axes.stackplot(steps, stacks, labels=[label(reason) for reason in reasons], step="mid")
+        else:
+            bottom = [0.0] * len(steps)
+            for reason, counts in zip(reasons, stacks, strict=True):
+                axes.bar(steps, counts, bottom=bottom, width=0.6, label=label(reason))
+                bottom = [b + c for b, c in zip(bottom, counts, strict=True)]
         if not reasons:
             axes.text(0.5, 0.5, "no failed episodes", ha="center", va="center", transform=axes.transAxes)
-        _steps_axis(axes, "failed episodes")
+        _steps_axis(axes, _all_steps(data), "failed episodes")
+        _count_axis(axes)
 
     return draw
 
 
-def _spread(data: RunData, key: str, unit: str) -> Callable[[Axes], None]:
+def _spread(data: RunData, key: str, unit: str, counts: bool = False) -> Callable[[Axes], None]:
     def draw(axes: Axes) -> None:
         for stat, style in (("p50", "-"), ("p90", "--"), ("max", ":")):
             steps, values = _series(data.train, key, stat)
-            axes.plot(steps, values, linestyle=style, marker=".", label=stat)
-        _steps_axis(axes, unit)
+            axes.plot(steps, values, linestyle=style, marker=_marker(".", len(steps)), label=stat)
+        _steps_axis(axes, _all_steps(data), unit)
+        if counts:
+            _count_axis(axes)
 
     return draw
 
 
 def _tokens(data: RunData) -> Callable[[Axes], None]:
     def draw(axes: Axes) -> None:
-        for key, label in (("prompt", "prompt tokens"), ("sampled", "sampled tokens")):
+        for key, name in (("prompt", "prompt tokens"), ("sampled", "sampled tokens")):
             steps, values = _series(data.train, "tokens", key)
-            axes.plot(steps, values, marker=".", label=label)
-        _steps_axis(axes, "tokens per step")
+            axes.plot(steps, values, marker=_marker(".", len(steps)), label=name)
+        _steps_axis(axes, _all_steps(data), "tokens per step")
+        _count_axis(axes)
         twin = axes.twinx()
         steps, seconds = _series(data.train, "session_seconds")
-        twin.plot(steps, seconds, color="tab:red", linestyle="--", marker="x", label="session-seconds")
+        marker = _marker("x", len(steps))
+        twin.plot(steps, seconds, color="tab:red", linestyle="--", marker=marker, label="session-seconds")
         twin.set_ylabel("agent session-seconds")
-        twin.legend(fontsize="small", loc="upper right")
+        twin.set_ylim(bottom=0)
 
     return draw
 
@@ -158,7 +223,7 @@ def figures(data: RunData) -> list[Figure]:
         ("Reward", _reward(data), "reward per step: train mean over valid episodes, eval means"),
         ("Failures by reason", _failures(data), "failed episodes per step, stacked by reason"),
         ("Episode duration", _spread(data, "episode_seconds", "seconds"), "episode seconds p50/p90/max"),
-        ("Turns per episode", _spread(data, "turns", "model calls"), "turns per episode p50/p90/max"),
+        ("Turns per episode", _spread(data, "turns", "model calls", True), "turns per episode p50/p90/max"),
         ("Tokens and agent time", _tokens(data), "prompt and sampled tokens, session-seconds per step"),
     ]
     return [Figure(title, _svg_uri(draw), alt) for title, draw, alt in plots]

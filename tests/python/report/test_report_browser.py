@@ -103,3 +103,63 @@ def test_a_page_with_a_nasty_dataset_name_and_a_partial_line_loads_and_says_what
     assert f"skipped 1 line of metrics.jsonl: line {cut} is not JSON" in notes
     assert f"showed 1 line of metrics.jsonl in part: line {cut - 1} lacks step_seconds, " in notes
     assert page.locator("#steps tr").count() == 1 + 3  # steps 0, 1 and the partial step 2
+
+
+@pytest.mark.parametrize("steps", [1, 6, 1000])
+def test_the_plots_at_1_6_and_1000_steps_draw_in_the_browser(page: Any, tmp_path: Path, steps: int) -> None:
+    """The plots' area, screenshotted (docs/images/report-1-step.png and report-1000-steps.png
+    come from here: TOOLKIT_REPORT_SCREENSHOTS=DIR keeps them)."""
+    run = tmp_path / "runs" / f"run{steps}"
+    write_run(run, steps=steps, record_episodes=1 if steps > 100 else 2)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(write_report(run).as_uri(), timeout=60_000)
+    assert errors == []
+    widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+    assert len(widths) == 5 and min(widths) > 100
+    shot = tmp_path / f"report-{steps}.png"
+    page.locator(".figures").screenshot(path=str(shot))
+    assert shot.stat().st_size > 20_000  # drawn plots, not a blank area
+    keep = os.environ.get("TOOLKIT_REPORT_SCREENSHOTS")
+    if keep:
+        shutil.copy(shot, Path(keep) / f"report-{steps}-step{'s' if steps > 1 else ''}.png")
+
+
+def test_the_live_page_reloads_and_keeps_the_step_and_the_open_episodes(page: Any, tmp_path: Path) -> None:
+    """The page bin/report --watch writes (reload_seconds) reloads itself; what the reader chose
+    is in the fragment and comes back after the reload, and from a link with that fragment."""
+    run = tmp_path / "runs" / "live"
+    write_run(run, steps=3, record_episodes=4)
+    url = write_report(run, reload_seconds=1).as_uri()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url, timeout=60_000)
+    page.select_option("#step-select", "train-1")
+    page.locator("#episodes-train-1 details.episode").nth(2).locator("summary").click()
+    page.wait_for_function("location.hash.indexOf('open=') >= 0")
+    assert page.evaluate("location.hash") == "#step=train-1&open=ep-train-1-2"
+
+    page.evaluate("window.__before_reload = 1")
+    page.wait_for_function("window.__before_reload === undefined", timeout=30_000)  # it reloaded
+    page.wait_for_load_state("load")
+    assert page.evaluate("document.getElementById('step-select').value") == "train-1"
+    assert page.locator("#episodes-train-1").is_visible()
+    assert not page.locator("#episodes-train-2").is_visible()
+    assert page.evaluate("document.getElementById('ep-train-1-2').open") is True
+    assert page.evaluate("document.getElementById('ep-train-1-0').open") is False
+
+    # a page that does not reload (plain bin/report) opens the same view from the link
+    still = write_report(run).as_uri()
+    page.goto("about:blank")
+    page.goto(still + "#step=train-0&open=ep-train-0-1,ep-train-0-3", timeout=60_000)
+    assert page.evaluate("document.getElementById('step-select').value") == "train-0"
+    assert page.evaluate("document.getElementById('ep-train-0-1').open") is True
+    assert page.evaluate("document.getElementById('ep-train-0-3').open") is True
+    assert page.evaluate("document.getElementById('ep-train-0-0').open") is False
+    assert "location.reload" not in page.content()
+    # a link to another view of the same page (only the fragment changes) switches the view
+    page.evaluate("location.hash = '#step=train-2&open=ep-train-2-0'")
+    page.wait_for_function("document.getElementById('step-select').value === 'train-2'")
+    assert page.evaluate("document.getElementById('ep-train-2-0').open") is True
+    assert page.evaluate("document.getElementById('ep-train-0-1').open") is False
+    assert errors == []
