@@ -203,9 +203,9 @@ assert_only_own_signalled() {
 
 @test "--dry-run prints the server command and the evaluation command; runs nothing, writes nothing" {
   # a dry run used to leave a $TMPDIR/toolkit-<EXP_ID>-eval-* directory behind on every call
-  export TMPDIR="$BATS_TEST_TMPDIR/tmp"
-  mkdir "$TMPDIR"
-  run -0 --separate-stderr "$EVAL" --dry-run --limit 5 --set "EVAL_SGLANG_FLAGS=--attention-backend fa3" "$WORK/exp.env"
+  local tmp="$BATS_TEST_TMPDIR/tmp"
+  mkdir "$tmp"
+  TMPDIR=$tmp run -0 --separate-stderr "$EVAL" --dry-run --limit 5 --set "EVAL_SGLANG_FLAGS=--attention-backend fa3" "$WORK/exp.env"
   ((${#lines[@]} == 2)) || flunk "$output"
   assert_line "python3 -m sglang.launch_server --model-path $WORK/install/model --tp-size 2 --host 127.0.0.1 --mem-fraction-static 0.7 --log-level warning --attention-backend fa3 --port \$port"
   # the paths are the ones a real run uses (runs/<EXP_ID>), not a directory that is gone
@@ -216,7 +216,7 @@ assert_only_own_signalled() {
     flunk "$stderr"
   refute_calls
   [[ ! -e $TOOLKIT_RUNS_DIR && ! -e $FAKE_SGLANG_PIDS ]]
-  [[ -z $(ls -A "$TMPDIR") ]] || flunk "left behind: $(ls -A "$TMPDIR")"
+  [[ -z $(ls -A "$tmp") ]] || flunk "left behind: $(ls -A "$tmp")"
 }
 
 @test "bad input is refused before anything runs (exit 2), same messages as bin/train" {
