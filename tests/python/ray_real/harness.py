@@ -202,8 +202,11 @@ class Run:
 
     def _read_pipe(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._append(line)
+        try:
+            for line in self.proc.stdout:
+                self._append(line)
+        except (ValueError, OSError):
+            return  # the pipe was closed under the reader (the run was stopped): its output ends here
 
     def _read_fd(self) -> None:
         assert self.master is not None
