@@ -1,35 +1,96 @@
 # shellcheck shell=bash
-# processes.sh: stop what an earlier crashed run left behind, for the current user only,
-# and stop the Ray node this script started. Never `ray stop`: it signals every Ray process
-# on the host it can (every user's when run as root, every Ray of this user otherwise).
+# processes.sh: stop what an earlier crashed run left behind, for the current user only (by
+# the marker its processes carry and by its Ray temp dir), and stop the Ray node this script
+# started. Never `ray stop`: it signals every Ray process on the host it can (every user's
+# when run as root, every Ray of this user otherwise).
 
-# Command-line patterns of SGLang processes (servers, schedulers, routers).
-# Anchored so that no unrelated process (an editor on sglang.py, this script) matches.
-TOOLKIT_SGLANG_PATTERN='^sglang::|sglang\.launch_server|sglang_router\.launch'
-
-# stop_stale_processes RAY_TEMP_DIR GCS_PORT: stop this user's SGLang processes and this
-# user's Ray processes of RAY_TEMP_DIR (or of the head's client server on GCS_PORT), then
-# verify they are gone (exit 1 naming the survivors if not).
-stop_stale_processes() { # <ray-temp-dir> <gcs-port>
+# stop_stale_processes RAY_TEMP_DIR GCS_PORT MARKER: stop what this user's earlier run of this
+# node's Ray left behind: the processes that carry its marker (MARKER, the environment entry
+# AGENTCORE_SLIME_RUN=<slot>: Ray's daemons and workers, and the SGLang engines and router
+# that slime's actors started), then this user's Ray processes of RAY_TEMP_DIR (or of the
+# head's client server on GCS_PORT); verify they are gone (exit 1 naming survivors if not).
+# Called with the run lock held: whoever carries MARKER belongs to a run that is gone.
+stop_stale_processes() { # <ray-temp-dir> <gcs-port> <marker>
   local uid
   uid=$(id -u)
-  say "stopping stale SGLang and Ray processes of user $(id -un) (Ray temp dir $1)"
-  stop_sglang_processes "$uid"
+  say "stopping stale processes of an earlier run of user $(id -un) here (Ray temp dir $1)"
+  stop_marked_processes "$uid" "$3"
+  ((TOOLKIT_MARKED_COUNT == 0)) || say "stopped $TOOLKIT_MARKED_COUNT process(es) that an earlier run left behind ($3)"
   stop_ray_processes "$uid" "$(ray_node_pattern "$1" "$2")"
 }
 
-# stop_sglang_processes UID: TERM the SGLang processes of UID, give them up to
+# The marked-process helper (python3): the live processes of UID (their /proc entry is UID's)
+# whose environment holds MARKER as one whole entry (not a substring: AGENTCORE_SLIME_RUN=ray-1
+# is not AGENTCORE_SLIME_RUN=ray-12), except this script. `signal SIG` sends SIG through a
+# pidfd opened before the check, so a PID reused meanwhile is never signalled. Prints the PIDs.
+TOOLKIT_MARKED_HELPER='
+import os, signal, sys
+import re
+mode, uid, marker = sys.argv[1], int(sys.argv[2]), os.fsencode(sys.argv[3])
+if not re.fullmatch(rb"AGENTCORE_SLIME_RUN=[a-z]+-[0-9a-f]{16}", marker):
+    sys.exit("not a run marker: %r (nothing signalled)" % marker)
+skip = {1, os.getpid(), os.getppid(), *(int(p) for p in sys.argv[4].split())}
+sig = getattr(signal, "SIG" + sys.argv[5]) if mode == "signal" else None
+for name in os.listdir("/proc"):
+    if not name.isdigit() or int(name) in skip:
+        continue
+    pid = int(name)
+    try:
+        pidfd = os.pidfd_open(pid) if sig else -1
+        try:
+            if os.stat(f"/proc/{name}").st_uid != uid:
+                continue
+            with open(f"/proc/{name}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if marker not in f.read().split(b"\0"):
+                    continue
+            if sig:
+                signal.pidfd_send_signal(pidfd, sig)
+        finally:
+            if pidfd >= 0:
+                os.close(pidfd)
+    except OSError:
+        continue
+    print(pid)
+'
+
+# is_run_marker TEXT: true when TEXT is a whole run marker (AGENTCORE_SLIME_RUN=<kind>-<hash>):
+# an empty or partial one would match far more than one run's processes.
+is_run_marker() { # <text>
+  [[ $1 =~ ^AGENTCORE_SLIME_RUN=[a-z]+-[0-9a-f]{16}$ ]]
+}
+
+# signal_marked_processes SIGNAL UID MARKER: send SIGNAL (TERM, KILL) to UID's processes that
+# carry MARKER; prints their PIDs.
+signal_marked_processes() { # <signal> <uid> <marker>
+  is_run_marker "$3" || die "not a run marker: '$3' (a bug: nothing was signalled)"
+  python3 -c "$TOOLKIT_MARKED_HELPER" signal "$2" "$3" "$$ ${BASHPID:-}" "$1"
+}
+
+# marked_pids UID MARKER: the PIDs of UID's live processes that carry MARKER, one per line.
+marked_pids() { # <uid> <marker>
+  is_run_marker "$2" || die "not a run marker: '$2' (a bug)"
+  python3 -c "$TOOLKIT_MARKED_HELPER" list "$1" "$2" "$$ ${BASHPID:-}"
+}
+
+# stop_marked_processes UID MARKER: TERM UID's processes that carry MARKER (how many:
+# TOOLKIT_MARKED_COUNT), give them up to
 # TOOLKIT_STALE_GRACE seconds (default 5) to exit and free their GPU memory, then KILL the
-# ones still there (a crashed run often leaves hung schedulers behind).
-stop_sglang_processes() { # <uid>
-  local uid=$1 second
-  pkill -TERM -u "$uid" -f "$TOOLKIT_SGLANG_PATTERN" || return 0 # none running
-  for ((second = 0; second < ${TOOLKIT_STALE_GRACE:-5}; second++)); do
-    pgrep -u "$uid" -f "$TOOLKIT_SGLANG_PATTERN" >/dev/null || return 0
-    sleep 1
-  done
-  say "SGLang processes ignored TERM for ${TOOLKIT_STALE_GRACE:-5}s: killing them"
-  pkill -KILL -u "$uid" -f "$TOOLKIT_SGLANG_PATTERN" || true
+# ones still there (a crashed run often leaves hung SGLang schedulers behind).
+stop_marked_processes() { # <uid> <marker>
+  local -a pids=()
+  local grace=${TOOLKIT_STALE_GRACE:-5}
+  is_run_marker "$2" || die "not a run marker: '$2' (a bug: nothing was signalled)"
+  mapfile -t pids < <(signal_marked_processes TERM "$1" "$2")
+  TOOLKIT_MARKED_COUNT=${#pids[@]}
+  ((${#pids[@]} > 0)) || return 0
+  wait_gone "$grace" "${pids[@]}" && return 0
+  say "processes marked $2 ignored TERM for ${grace}s: killing them"
+  signal_marked_processes KILL "$1" "$2" >/dev/null
+  wait_gone "${TOOLKIT_STALE_CHECKS:-10}" "${TOOLKIT_LEFT[@]}" ||
+    die "processes marked $2 survived SIGKILL (PIDs: ${TOOLKIT_LEFT[*]}); stop them with 'kill -9 PID' and rerun"
 }
 
 # ray_node_pattern RAY_TEMP_DIR GCS_PORT: the pgrep -f pattern of one Ray node's daemons.
