@@ -32,7 +32,7 @@ write_env() { # <file> <install-dir> [line]...
     "MODEL_TYPE=qwen-spaces"
     "SLIME_DIR='$dir/slime'"
     "MEGATRON_DIR='$dir/Megatron-LM'"
-    "RAY_TEMP_DIR='$dir/ray'"
+    "RAY_TEMP_DIR='$WORK/ray'" # short: Ray's unix sockets live under it
   )
   # free ports, so that the run's port check passes whatever else runs on this machine
   local port_lines
