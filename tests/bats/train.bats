@@ -137,6 +137,7 @@ exit 0'
   # 4. train.log a link
   rm "$TOOLKIT_RUNTIME_DIR"/ray-*.lock
   mkdir -p "$RUN_DIR"
+  rm -f "$RUN_DIR/train.log"
   ln -s "$target" "$RUN_DIR/train.log"
   run -2 "$TRAIN" "$WORK/exp.env"
   assert_output_contains "train.log is a symbolic link"
