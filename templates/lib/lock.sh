@@ -111,7 +111,7 @@ while True:
 take_lock() { # <lock-file> <info>
   local reply="" me=$BASHPID fd
   TOOLKIT_LOCK_HOLDER=
-  exec {fd}< <(exec python3 -c "$TOOLKIT_LOCK_HELPER" "$1" hold "$2" "$me" "${TOOLKIT_LOCK_WAIT:-1}" </dev/null)
+  exec {fd}< <(exec python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$1" hold "$2" "$me" "${TOOLKIT_LOCK_WAIT:-1}" </dev/null)
   TOOLKIT_LOCK_PID=$!
   read -r reply <&"$fd" || true
   exec {fd}<&-
@@ -132,7 +132,7 @@ probe_lock() { # <lock-file>
   local reply
   TOOLKIT_LOCK_HOLDER=
   [[ -e $1 || -L $1 ]] || return 0
-  reply=$(python3 -c "$TOOLKIT_LOCK_HELPER" "$1" probe "" "$BASHPID" 0 </dev/null) || true
+  reply=$(python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$1" probe "" "$BASHPID" 0 </dev/null) || true
   case $reply in
     free) return 0 ;;
     held*) TOOLKIT_LOCK_HOLDER=${reply#held} TOOLKIT_LOCK_HOLDER=${TOOLKIT_LOCK_HOLDER# } && return 1 ;;

@@ -66,13 +66,13 @@ is_run_marker() { # <text>
 # carry MARKER; prints their PIDs.
 signal_marked_processes() { # <signal> <uid> <marker>
   is_run_marker "$3" || die "not a run marker: '$3' (a bug: nothing was signalled)"
-  python3 -c "$TOOLKIT_MARKED_HELPER" signal "$2" "$3" "$$ ${BASHPID:-}" "$1"
+  python3 -I -S -c "$TOOLKIT_MARKED_HELPER" signal "$2" "$3" "$$ ${BASHPID:-}" "$1"
 }
 
 # marked_pids UID MARKER: the PIDs of UID's live processes that carry MARKER, one per line.
 marked_pids() { # <uid> <marker>
   is_run_marker "$2" || die "not a run marker: '$2' (a bug)"
-  python3 -c "$TOOLKIT_MARKED_HELPER" list "$1" "$2" "$$ ${BASHPID:-}"
+  python3 -I -S -c "$TOOLKIT_MARKED_HELPER" list "$1" "$2" "$$ ${BASHPID:-}"
 }
 
 # stop_marked_processes UID MARKER: TERM UID's processes that carry MARKER (how many:

@@ -401,3 +401,34 @@ train.sh:   bash /runs/my\\ exp/join.sh 10.0.0.1:6390"
 teardown() {
   [[ -z ${OTHER_USER:-} ]] || remove_other_user
 }
+
+@test "the race: 100 trials of two simultaneous acquisitions of a dead run's lock, never two holders" {
+  local lock trial doubles=0 pids go
+  lock="$TOOLKIT_RUNTIME_DIR/$(lock_slot ray "$WORK/ray").lock"
+  resolve_ray_temp_dir
+  for ((trial = 0; trial < 100; trial++)); do
+    echo "999999 dead-exp" >"$lock" # what a run that died left in it
+    mkfifo "$WORK/go.$trial"
+    exec {go}<>"$WORK/go.$trial" # open both ways: neither the contenders nor we block opening it
+    pids=()
+    for contender in a b; do
+      (
+        read -r _ <"$WORK/go.$trial" || true
+        if TOOLKIT_LOCK_WAIT=0 take_lock "$lock" "$BASHPID $contender" 2>/dev/null; then
+          echo got >>"$WORK/result.$trial"
+        else
+          echo held >>"$WORK/result.$trial"
+        fi
+        exec /bin/sleep 10
+      ) &
+      pids+=($!)
+    done
+    printf 'go\ngo\n' >&"$go" # one line each: both contenders start at once
+    exec {go}>&-
+    while (($(wc -l <"$WORK/result.$trial" 2>/dev/null || echo 0) < 2)); do /bin/sleep 0.01; done
+    [[ $(grep -c got "$WORK/result.$trial") == 1 ]] || doubles=$((doubles + 1))
+    kill -KILL "${pids[@]}"
+    wait "${pids[@]}" 2>/dev/null || true
+  done
+  ((doubles == 0)) || flunk "$doubles of 100 trials had two holders (or none)"
+}
