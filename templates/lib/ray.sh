@@ -132,9 +132,15 @@ PY
 # Never redirect a call of this function: bash would keep a copy of the redirected fd open
 # while a trap runs inside it, and the log's tee would then never see the end of its input.
 run_interruptibly() { # <command>...
+  run_in_background "$@"
+  wait "$TOOLKIT_CHILD_PID"
+}
+
+# run_in_background COMMAND...: start COMMAND in the background, its stdout to stderr
+# (TOOLKIT_CHILD_PID = its PID; the cleanup traps stop it).
+run_in_background() { # <command>...
   "$@" >&2 &
   TOOLKIT_CHILD_PID=$!
-  wait "$TOOLKIT_CHILD_PID"
 }
 
 # start_ray_head NUM_GPUS: start this run's Ray head (stopped again by the cleanup traps). Its
@@ -201,10 +207,9 @@ tell_workers_run_ended() { # <exit-status>
 join_ray_cluster() { # <head-address> <num-gpus>
   say "joining the Ray head at $1 with $2 GPUs (temp dir $RAY_TEMP_DIR); Ctrl-C leaves the cluster"
   TOOLKIT_RAY_STARTED=1
-  env "$(run_marker_env "${TOOLKIT_RUN_SLOT:-}")" ray start --address="$1" --num-gpus "$2" \
-    --disable-usage-stats --block --temp-dir "$RAY_TEMP_DIR" \
-    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" >&2 &
-  TOOLKIT_CHILD_PID=$!
+  run_in_background env "$(run_marker_env "${TOOLKIT_RUN_SLOT:-}")" ray start --address="$1" \
+    --num-gpus "$2" --disable-usage-stats --block --temp-dir "$RAY_TEMP_DIR" \
+    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT"
   python3 -c "$TOOLKIT_RUN_END_KV" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$BASHPID" </dev/null &
   TOOLKIT_END_WATCH_PID=$!
   while is_live "$TOOLKIT_CHILD_PID"; do
@@ -216,7 +221,8 @@ join_ray_cluster() { # <head-address> <num-gpus>
     wait "$!" # returns at once when a trapped signal arrives
   done
   wait "$TOOLKIT_CHILD_PID" || true
-  die "this node's Ray stopped without word from the head that its run ended: the head died or this node lost it (see Ray's output above)"
+  say "this node's Ray stopped without word from the head that its run ended: the head died or this node lost it (see Ray's output above)"
+  return 1
 }
 
 # leave_cluster_after_head_ended: the head's run ended: one line, exit 0 (the EXIT trap stops
