@@ -21,6 +21,7 @@ _setup() {
 marked() { # <marker> <name> <command>...
   local marker=$1 name=$2
   shift 2
+  # shellcheck disable=SC2016 # $0 and $@ expand in the child shell
   if [[ -n $marker ]]; then
     env "$marker" bash -c 'exec -a "$0" "$@"' "$name" "$@" >/dev/null 2>&1 &
   else

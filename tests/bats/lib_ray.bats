@@ -275,21 +275,21 @@ exit 0'
 
 @test "the private dir: made 0700; one another user made is refused with the fix, nothing written into it" {
   with_other_user
-  local shared
+  local shared rt
   shared=$(mktemp -d /tmp/acs-shared.XXXXXX)
   chmod 1777 "$shared"
-  export TOOLKIT_RUNTIME_DIR="$shared/agentcore-slime-$(id -u)"
-  as_other_user mkdir -m 777 "$TOOLKIT_RUNTIME_DIR"
+  rt="$shared/agentcore-slime-$(id -u)"
+  as_other_user mkdir -m 777 "$rt"
   RAY_TEMP_DIR=''
-  run -2 resolve_ray_temp_dir
-  assert_output_contains "train.sh: $TOOLKIT_RUNTIME_DIR belongs to $OTHER_USER, not to you: another user made it"
-  run ls -A "$TOOLKIT_RUNTIME_DIR"
+  TOOLKIT_RUNTIME_DIR=$rt run -2 resolve_ray_temp_dir
+  assert_output_contains "train.sh: $rt belongs to $OTHER_USER, not to you: another user made it"
+  run ls -A "$rt"
   assert_output ""
   # a link planted in its place
-  as_other_user rmdir "$TOOLKIT_RUNTIME_DIR"
-  as_other_user ln -s "$HOME" "$TOOLKIT_RUNTIME_DIR"
-  run -2 resolve_ray_temp_dir
-  assert_output_contains "$TOOLKIT_RUNTIME_DIR is a symbolic link, not a directory of yours"
+  as_other_user rmdir "$rt"
+  as_other_user ln -s "$HOME" "$rt"
+  TOOLKIT_RUNTIME_DIR=$rt run -2 resolve_ray_temp_dir
+  assert_output_contains "$rt is a symbolic link, not a directory of yours"
   # a world-writable parent without the sticky bit is refused too
   chmod 777 "$shared"
   TOOLKIT_RUNTIME_DIR="$shared/other" run -2 resolve_ray_temp_dir

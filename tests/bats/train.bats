@@ -116,20 +116,20 @@ exit 0'
   echo "precious $RANDOM" >"$target"
   cp "$target" "$WORK/precious.orig"
   # 1. the private dir, made by another user as a link (default RAY_TEMP_DIR inside it)
-  export TOOLKIT_RUNTIME_DIR="$shared/agentcore-slime-$(id -u)"
-  as_other_user ln -s "$HOME" "$TOOLKIT_RUNTIME_DIR"
+  local rt
+  rt="$shared/agentcore-slime-$(id -u)"
+  as_other_user ln -s "$HOME" "$rt"
   write_env "$WORK/exp.env" "$WORK/install" "RAY_TEMP_DIR="
-  run -2 "$TRAIN" "$WORK/exp.env"
-  assert_output_contains "$TOOLKIT_RUNTIME_DIR is a symbolic link, not a directory of yours"
+  TOOLKIT_RUNTIME_DIR=$rt run -2 "$TRAIN" "$WORK/exp.env"
+  assert_output_contains "$rt is a symbolic link, not a directory of yours"
   # 2. an explicit RAY_TEMP_DIR in a shared dir, planted as a link
-  export TOOLKIT_RUNTIME_DIR="$BATS_TEST_TMPDIR/rt"
   as_other_user ln -s "$HOME" "$shared/ray"
   write_env "$WORK/exp.env" "$WORK/install" "RAY_TEMP_DIR='$shared/ray'"
   run -2 "$TRAIN" "$WORK/exp.env"
   assert_output_contains "RAY_TEMP_DIR $shared/ray is a symbolic link, not a directory"
   # 3. the lock file itself a link (only this user could put one there): refused, not followed
   write_env "$WORK/exp.env" "$WORK/install"
-  mkdir -p -m 700 "$TOOLKIT_RUNTIME_DIR"
+  mkdir -m 700 "$TOOLKIT_RUNTIME_DIR"
   ln -s "$target" "$TOOLKIT_RUNTIME_DIR/$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot ray '$WORK/ray'").lock"
   run -2 "$TRAIN" "$WORK/exp.env"
   assert_output_contains "cannot open $TOOLKIT_RUNTIME_DIR/ray-"

@@ -215,7 +215,7 @@ KEYS: tuple[Key, ...] = (
         "RAY_TEMP_DIR",
         Kind.PATH,
         None,
-        "this node's Ray temp dir, at most 43 characters (unset = private to you: docs/launcher.md, Shared nodes)",
+        "this node's Ray temp dir, at most 43 characters (unset: private to you, see docs/launcher.md)",
         shown_default="`/tmp/agentcore-slime-<uid>/ray`",
     ),
     Key("RAY_PORT", Kind.INT, "6379", "Ray GCS port of the head (workers join it)", minimum=1, maximum=65535),
