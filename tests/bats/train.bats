@@ -129,7 +129,7 @@ exit 0'
   assert_output_contains "RAY_TEMP_DIR $shared/ray is a symbolic link, not a directory"
   # 3. the lock file itself a link (only this user could put one there): refused, not followed
   write_env "$WORK/exp.env" "$WORK/install"
-  mkdir -m 700 "$TOOLKIT_RUNTIME_DIR"
+  [[ -d $TOOLKIT_RUNTIME_DIR ]] || mkdir -m 700 "$TOOLKIT_RUNTIME_DIR"
   ln -s "$target" "$TOOLKIT_RUNTIME_DIR/$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot ray '$WORK/ray'").lock"
   run -2 "$TRAIN" "$WORK/exp.env"
   assert_output_contains "cannot open $TOOLKIT_RUNTIME_DIR/ray-"
