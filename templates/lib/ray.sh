@@ -188,7 +188,7 @@ while True:  # "watch": exit 0 once the key is there; an unreachable GCS is no a
 tell_workers_run_ended() { # <exit-status>
   local deadline=$((SECONDS + ${TOOLKIT_WORKERS_LEAVE_TIMEOUT:-20})) state _ip _n role _id alive
   stop_node_watch
-  timeout -k 2 10 python3 -c "$TOOLKIT_RUN_END_KV" put "127.0.0.1:$RAY_PORT" "$1" ||
+  timeout -k 2 10 python3 -c "$TOOLKIT_RUN_END_KV" put "127.0.0.1:$RAY_PORT" "$1" 2>/dev/null ||
     { say "could not tell the workers that the run ended: their join.sh will report a lost head"; return 0; }
   while ((SECONDS < deadline)); do
     alive=0

@@ -180,6 +180,8 @@ exit 0'
   assert_output_contains "on each worker run:"
   assert_output_contains "bash $RUN_DIR/join.sh 10.1.1.1:$(env_value RAY_PORT)"
   assert_output_contains "2 nodes with 16 GPUs joined: 10.1.1.1 (head, 8 GPUs), 10.1.1.2 (worker, 8 GPUs)"
+  # at the end the head tries to tell the workers (no GCS behind this stub: it says so)
+  assert_output_contains "could not tell the workers that the run ended: their join.sh will report a lost head"
   [[ $(flag_value --actor-num-nodes) == 2 && $(flag_value --rollout-num-gpus) == 16 ]] || flunk "$(job_argv)"
   [[ $(flag_value --actor-num-gpus-per-node) == 8 && $(flag_value --num-gpus-per-node) == 8 ]]
   run bash -n "$RUN_DIR/join.sh"
