@@ -210,7 +210,7 @@ join_ray_cluster() { # <head-address> <num-gpus>
   run_in_background env "$(run_marker_env "${TOOLKIT_RUN_SLOT:-}")" ray start --address="$1" \
     --num-gpus "$2" --disable-usage-stats --block --temp-dir "$RAY_TEMP_DIR" \
     --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT"
-  python3 -c "$TOOLKIT_RUN_END_KV" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$BASHPID" </dev/null &
+  python3 -c "$TOOLKIT_RUN_END_KV" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$BASHPID" </dev/null 2>/dev/null &
   TOOLKIT_END_WATCH_PID=$!
   while is_live "$TOOLKIT_CHILD_PID"; do
     if [[ -n $TOOLKIT_END_WATCH_PID ]] && ! is_live "$TOOLKIT_END_WATCH_PID"; then
