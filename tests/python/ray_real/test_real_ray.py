@@ -50,9 +50,10 @@ def _script(
     return Run(["bash", str(cluster.run_dir() / name), *args], cluster.env, tty=tty)
 
 
-def _pid_of_attempt(output: str) -> int:
-    """train.sh's PID, from the line that opens its attempt in the log."""
-    return int(output.split("attempt started")[-1].split("(pid ")[1].split(")")[0])
+def _script_pid(cluster: Cluster) -> int:
+    """train.sh's PID, from the line that opens its last attempt in train.log."""
+    log = (cluster.run_dir() / "train.log").read_text()
+    return int(log.split("attempt started")[-1].split("(pid ")[1].split(")")[0])
 
 
 def _assert_clean(cluster: Cluster, run: Run) -> None:
@@ -85,7 +86,7 @@ def test_job_succeeds_and_three_reruns_succeed_with_the_token(cluster: Cluster) 
         Path(cluster.env["TOOLKIT_RUNTIME_DIR"])
         / f"{cluster.slot(cluster.temp_dir)}.lock"
     )
-    assert lock.read_text() == f"{_pid_of_attempt(first.output)} realray\n"
+    assert lock.read_text() == f"{_script_pid(cluster)} realray\n"
     inode = lock.stat().st_ino
     for attempt in range(3):
         cluster.marker.unlink()
@@ -263,8 +264,7 @@ def test_engines_carry_the_run_marker_and_a_crashed_runs_orphans_are_stopped(
     [engine] = seen["engines"]
     assert engine["marker"] == slot, seen
     assert _alive(int(engine["pid"]))
-    script = _pid_of_attempt(first.output)
-    os.kill(script, signal.SIGKILL)
+    os.kill(_script_pid(cluster), signal.SIGKILL)
     first.finish()
     assert _alive(int(engine["pid"])), "the orphan should outlive the crashed script"
     cluster.marker.unlink()
@@ -326,7 +326,7 @@ def test_worker_reports_a_head_that_died(cluster: Cluster) -> None:
     """The head dies (its script and its Ray SIGKILLed: no word to the workers): join.sh still
     fails, naming a lost head."""
     head, worker = _start_two_nodes(cluster, sleep=120)
-    os.kill(_pid_of_attempt(head.output), signal.SIGKILL)
+    os.kill(_script_pid(cluster), signal.SIGKILL)
     for proc in cluster.leftovers():
         if f"={cluster.temp_dir}/" in proc or str(cluster.marker) in proc:
             try:
