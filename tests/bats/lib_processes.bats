@@ -60,13 +60,19 @@ wait_started() { # <name>...
   marked "" "python3 -m sglang.launch_server" /bin/sleep 60
   marked "" "bash -c : sglang.launch_server" /bin/sleep 60
   marked "" "$mine" /bin/sleep 60
+  # a marked server whose scheduler retitled itself (setproctitle overwrites what
+  # /proc/PID/environ shows; here: a child with an empty environment): found as its child
+  marked "$mine" "python3 -c from multiprocessing.spawn" bash -c \
+    'env -i bash -c "exec -a sglang::scheduler_TP3 /bin/sleep 60" & echo $! >"$0"; wait' "$WORK/pid.titled"
   wait_started "sglang::scheduler_TP0" "/v/python3 /slime/train.py" "sglang::scheduler_TP1" "sglang::detokenizer" \
-    "python3 -m sglang.launch_server" "bash -c : sglang.launch_server" "$mine"
+    "python3 -m sglang.launch_server" "bash -c : sglang.launch_server" "$mine" "python3 -c from multiprocessing.spawn"
+  local i
+  for ((i = 0; i < 100; i++)); do [[ -s $WORK/pid.titled ]] && break; /bin/sleep 0.05; done
   stub pgrep 'exit 1'
   run -0 stop_stale_processes /tmp/ray-a 6379 "$mine"
-  assert_output_contains "stopped 2 process(es) that an earlier run left behind ($mine)"
+  assert_output_contains "stopped 4 process(es) that an earlier run left behind ($mine)"
   local name
-  for name in "sglang::scheduler_TP0" "/v/python3 /slime/train.py"; do
+  for name in "sglang::scheduler_TP0" "/v/python3 /slime/train.py" "python3 -c from multiprocessing.spawn" titled; do
     ! is_live "$(pid_of "$name")" || flunk "not stopped: $name"
   done
   for name in "sglang::scheduler_TP1" "sglang::detokenizer" "python3 -m sglang.launch_server" \
