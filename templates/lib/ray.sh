@@ -205,12 +205,13 @@ tell_workers_run_ended() { # <exit-status>
 # this node's run marker) and stays until the head says its run ended (exit 0, one line) or
 # this node's Ray stops (exit 1: the head died or the network failed; Ray's output says which).
 join_ray_cluster() { # <head-address> <num-gpus>
+  local me=$BASHPID # (in the background command below, $BASHPID would be the child's own)
   say "joining the Ray head at $1 with $2 GPUs (temp dir $RAY_TEMP_DIR); Ctrl-C leaves the cluster"
   TOOLKIT_RAY_STARTED=1
   run_in_background env "$(run_marker_env "${TOOLKIT_RUN_SLOT:-}")" ray start --address="$1" \
     --num-gpus "$2" --disable-usage-stats --block --temp-dir "$RAY_TEMP_DIR" \
     --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT"
-  python3 -c "$TOOLKIT_RUN_END_KV" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$BASHPID" </dev/null 2>/dev/null &
+  python3 -c "$TOOLKIT_RUN_END_KV" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$me" </dev/null 2>/dev/null &
   TOOLKIT_END_WATCH_PID=$!
   while is_live "$TOOLKIT_CHILD_PID"; do
     if [[ -n $TOOLKIT_END_WATCH_PID ]] && ! is_live "$TOOLKIT_END_WATCH_PID"; then

@@ -325,6 +325,7 @@ exit 0'
     script_prelude
     # the KV watch stands in for Ray's key-value store here (tests/python/ray_real uses the real one)
     echo "TOOLKIT_RUN_END_KV='import os, sys, time
+assert sys.argv[1:3] == [\"watch\", \"10.0.0.1:6390\"] and os.getppid() == int(sys.argv[4]), sys.argv
 while not os.path.exists(\"$WORK/ended\"): time.sleep(0.1)'"
     echo "TOOLKIT_RUN_SLOT=$(lock_slot ray "$WORK/ray")"
     echo "join_ray_cluster 10.0.0.1:6390 2"
