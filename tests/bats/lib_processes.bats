@@ -62,6 +62,7 @@ wait_started() { # <name>...
   marked "" "$mine" /bin/sleep 60
   # a marked server whose scheduler retitled itself (setproctitle overwrites what
   # /proc/PID/environ shows; here: a child with an empty environment): found as its child
+  # shellcheck disable=SC2016 # $! and $0 expand in the child shell
   marked "$mine" "python3 -c from multiprocessing.spawn" bash -c \
     'env -i bash -c "exec -a sglang::scheduler_TP3 /bin/sleep 60" & echo $! >"$0"; wait' "$WORK/pid.titled"
   wait_started "sglang::scheduler_TP0" "/v/python3 /slime/train.py" "sglang::scheduler_TP1" "sglang::detokenizer" \
