@@ -48,17 +48,10 @@ def start_engines(marker_file: str) -> list[dict[str, str | int | None]]:
     """One engine stand-in per alive node; what each orphan carries."""
     nodes = [node["NodeID"] for node in ray.nodes() if node["Alive"]]
     actors = [
-        EngineStandin.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
-        ).remote()
+        EngineStandin.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
         for node in nodes
     ]
-    return ray.get(
-        [
-            actor.start.remote(f"{marker_file}.engine{i}")
-            for i, actor in enumerate(actors)
-        ]
-    )
+    return ray.get([actor.start.remote(f"{marker_file}.engine{i}") for i, actor in enumerate(actors)])
 
 
 def main() -> int:

@@ -31,9 +31,7 @@ TRAIN = str(REPO / "bin" / "train")
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     if shutil.which("ray", path=str(VENV_BIN)) is None:
-        pytest.fail(
-            "ray not installed in this venv (pip install -r tests/requirements.txt)"
-        )
+        pytest.fail("ray not installed in this venv (pip install -r tests/requirements.txt)")
     made = make_cluster(tmp_path)
     yield made
     kill_leftovers(made)
@@ -44,9 +42,7 @@ def _train(cluster: Cluster, *args: str, tty: bool = False) -> Run:
     return Run([TRAIN, "--skip-doctor", *args], cluster.env, tty=tty)
 
 
-def _script(
-    cluster: Cluster, name: str = "train.sh", *args: str, tty: bool = False
-) -> Run:
+def _script(cluster: Cluster, name: str = "train.sh", *args: str, tty: bool = False) -> Run:
     return Run(["bash", str(cluster.run_dir() / name), *args], cluster.env, tty=tty)
 
 
@@ -65,9 +61,7 @@ def _no_token_anywhere(cluster: Cluster) -> None:
     assert len(token) >= 32
     for path in cluster.run_dir().rglob("*"):
         if path.is_file():
-            assert token not in path.read_text(errors="replace"), (
-                f"token leaked into {path}"
-            )
+            assert token not in path.read_text(errors="replace"), f"token leaked into {path}"
 
 
 def test_job_succeeds_and_three_reruns_succeed_with_the_token(cluster: Cluster) -> None:
@@ -82,18 +76,13 @@ def test_job_succeeds_and_three_reruns_succeed_with_the_token(cluster: Cluster) 
     assert stat.S_IMODE(cluster.token_file.stat().st_mode) == 0o600
     _assert_clean(cluster, first)
     token = cluster.token_file.read_text()
-    lock = (
-        Path(cluster.env["TOOLKIT_RUNTIME_DIR"])
-        / f"{cluster.slot(cluster.temp_dir)}.lock"
-    )
+    lock = Path(cluster.env["TOOLKIT_RUNTIME_DIR"]) / f"{cluster.slot(cluster.temp_dir)}.lock"
     assert lock.read_text() == f"{_script_pid(cluster)} realray\n"
     inode = lock.stat().st_ino
     for attempt in range(3):
         cluster.marker.unlink()
         if attempt == 1:
-            lock.write_text(
-                "999999999 crashed-exp\n"
-            )  # a run that died without cleaning up
+            lock.write_text("999999999 crashed-exp\n")  # a run that died without cleaning up
         rerun = _script(cluster)
         assert rerun.finish() == 0, rerun.output
         assert "Ray token authentication: using" in rerun.output
@@ -107,9 +96,7 @@ def test_job_succeeds_and_three_reruns_succeed_with_the_token(cluster: Cluster) 
 
 def test_failing_job_fails_the_script(cluster: Cluster) -> None:
     """The probe exits 3: `ray job submit` reports the failure and the script exits non-zero."""
-    env_file = cluster.write_env(
-        "exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-exit 3"
-    )
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-exit 3")
     run = _train(cluster, str(env_file))
     status = run.finish()
     assert status != 0, run.output
@@ -118,15 +105,11 @@ def test_failing_job_fails_the_script(cluster: Cluster) -> None:
     _assert_clean(cluster, run)
 
 
-@pytest.mark.parametrize(
-    "moment", ["starting the Ray head", "submitting Ray job", "probe: running"]
-)
+@pytest.mark.parametrize("moment", ["starting the Ray head", "submitting Ray job", "probe: running"])
 def test_ctrl_c_at_a_terminal_stops_everything(cluster: Cluster, moment: str) -> None:
     """Ctrl-C through a pseudo-terminal before Ray is up, while the job is pending and while it
     runs: exit 130, no process of this run's Ray (or the probe) left behind."""
-    env_file = cluster.write_env(
-        "exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120"
-    )
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120")
     run = _train(cluster, str(env_file), tty=True)
     run.wait_for(moment)
     run.ctrl_c()
@@ -136,9 +119,7 @@ def test_ctrl_c_at_a_terminal_stops_everything(cluster: Cluster, moment: str) ->
 
 
 def test_second_ctrl_c_exits_at_once_and_leaves_no_raylet(cluster: Cluster) -> None:
-    env_file = cluster.write_env(
-        "exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120"
-    )
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120")
     run = _train(cluster, str(env_file), tty=True)
     run.wait_for("probe: running")
     run.ctrl_c()
@@ -152,18 +133,13 @@ def test_second_ctrl_c_exits_at_once_and_leaves_no_raylet(cluster: Cluster) -> N
 def test_concurrent_run_is_refused_then_term_stops_the_first(cluster: Cluster) -> None:
     """A second run on the same node's Ray is refused with the holder's PID and EXP_ID and does
     not disturb it; TERM then stops the first: exit 143, nothing left."""
-    env_file = cluster.write_env(
-        "exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120"
-    )
+    env_file = cluster.write_env("exp.env", f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120")
     first = _train(cluster, str(env_file))
     first.wait_for("probe: running")
     other = cluster.write_env("other.env", "EXP_ID=other-exp")
     second = _train(cluster, str(other))
     assert second.finish() == 1, second.output
-    assert (
-        f"another run uses this node's Ray: PID {first.proc.pid} (EXP_ID realray)"
-        in second.output
-    )
+    assert f"another run uses this node's Ray: PID {first.proc.pid} (EXP_ID realray)" in second.output
     assert first.proc.poll() is None, first.output
     first.proc.send_signal(signal.SIGTERM)
     assert first.finish() == 143, first.output
@@ -179,10 +155,7 @@ def test_port_held_by_another_process_is_named_with_its_key(cluster: Cluster) ->
         run = _train(cluster, str(env_file))
         assert run.finish() == 1, run.output
     port = cluster.ports["RAY_DASHBOARD_PORT"]
-    assert (
-        f"ports in use by another process (another user's Ray?): {port} (RAY_DASHBOARD_PORT)"
-        in run.output
-    )
+    assert f"ports in use by another process (another user's Ray?): {port} (RAY_DASHBOARD_PORT)" in run.output
     assert "train.sh: starting the Ray head" not in run.output
 
 
@@ -197,12 +170,7 @@ def test_two_nodes_on_one_machine_and_a_worker_that_dies(cluster: Cluster) -> No
     )
     head = _train(cluster, str(env_file))
     head.wait_for("on each worker run:")
-    command = (
-        head.output.split("on each worker run:")[1]
-        .splitlines()[1]
-        .split(": ", 1)[1]
-        .split()
-    )
+    command = head.output.split("on each worker run:")[1].splitlines()[1].split(": ", 1)[1].split()
     assert command[:2] == ["bash", str(cluster.run_dir() / "join.sh")]
     worker_env = dict(
         cluster.env,
@@ -224,9 +192,7 @@ def test_two_nodes_on_one_machine_and_a_worker_that_dies(cluster: Cluster) -> No
 
 
 def test_join_timeout_names_who_joined_and_who_is_missing(cluster: Cluster) -> None:
-    env_file = cluster.write_env(
-        "exp.env", "NUM_NODES=2", "JOIN_TIMEOUT=3", "ROLLOUT_BATCH_SIZE=2"
-    )
+    env_file = cluster.write_env("exp.env", "NUM_NODES=2", "JOIN_TIMEOUT=3", "ROLLOUT_BATCH_SIZE=2")
     run = _train(cluster, str(env_file))
     assert run.finish() == 1, run.output
     assert "JOIN_TIMEOUT: after 3 s, 1 of 2 nodes (1 of 2 GPUs) joined:" in run.output
@@ -270,13 +236,10 @@ def test_engines_carry_the_run_marker_and_a_crashed_runs_orphans_are_stopped(
     cluster.marker.unlink()
     rerun = _script(cluster)
     rerun_status = rerun.finish(timeout=240)
-    assert not _alive(int(engine["pid"])), (
-        f"the crashed run's orphan is still running:\n{rerun.output}"
-    )
+    assert not _alive(int(engine["pid"])), f"the crashed run's orphan is still running:\n{rerun.output}"
     assert (
         "stopped " in rerun.output
-        and f"that an earlier run left behind (AGENTCORE_SLIME_RUN={slot})"
-        in rerun.output
+        and f"that an earlier run left behind (AGENTCORE_SLIME_RUN={slot})" in rerun.output
     )
     assert rerun_status == 0, rerun.output
     _assert_clean(cluster, rerun)
@@ -291,12 +254,7 @@ def _start_two_nodes(cluster: Cluster, sleep: float) -> tuple[Run, Run]:
     )
     head = _train(cluster, str(env_file))
     head.wait_for("on each worker run:")
-    command = (
-        head.output.split("on each worker run:")[1]
-        .splitlines()[1]
-        .split(": ", 1)[1]
-        .split()
-    )
+    command = head.output.split("on each worker run:")[1].splitlines()[1].split(": ", 1)[1].split()
     worker_env = dict(
         cluster.env,
         TOOLKIT_RAY_TEMP_DIR=str(cluster.worker_temp_dir),
@@ -335,8 +293,5 @@ def test_worker_reports_a_head_that_died(cluster: Cluster) -> None:
                 pass
     head.proc.wait(30)  # (not finish(): the dead script's orphans may still hold its pipe)
     assert worker.finish(timeout=180) == 1, worker.output
-    assert (
-        "this node's Ray stopped without word from the head that its run ended"
-        in worker.output
-    )
+    assert "this node's Ray stopped without word from the head that its run ended" in worker.output
     assert "the head's run ended:" not in worker.output
