@@ -123,13 +123,13 @@ refute_calls() {
 # in OTHER_USER, removed by remove_other_user (call it from teardown). Fails under CI=true when
 # the user cannot be made; skips otherwise.
 with_other_user() {
-  # useradd lives in /usr/sbin, which the sealed PATH of setup() leaves out
-  if ((EUID != 0)) || [[ ! -x /usr/sbin/useradd ]]; then
+  # useradd and userdel live in /usr/sbin, which the sealed PATH above leaves out
+  if ((EUID != 0)) || ! PATH=$PATH:/usr/sbin:/sbin command -v useradd >/dev/null; then
     [[ -z ${CI:-} ]] || flunk "cannot create a second local user (CI runs as root)"
     skip "needs root to create a second local user"
   fi
   OTHER_USER=acs$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
-  /usr/sbin/useradd --create-home --shell /bin/bash "$OTHER_USER" || flunk "useradd $OTHER_USER failed"
+  PATH=$PATH:/usr/sbin:/sbin useradd --create-home --shell /bin/bash "$OTHER_USER" || flunk "useradd $OTHER_USER failed"
   export OTHER_USER
 }
 
@@ -142,5 +142,5 @@ as_other_user() {
 remove_other_user() {
   [[ -n ${OTHER_USER:-} ]] || return 0
   pkill -KILL -u "$OTHER_USER" 2>/dev/null || true
-  /usr/sbin/userdel --remove "$OTHER_USER" 2>/dev/null || true
+  PATH=$PATH:/usr/sbin:/sbin userdel --remove "$OTHER_USER" 2>/dev/null || true
 }

@@ -1,35 +1,121 @@
 # shellcheck shell=bash
-# processes.sh: stop what an earlier crashed run left behind, for the current user only,
-# and stop the Ray node this script started. Never `ray stop`: it signals every Ray process
-# on the host it can (every user's when run as root, every Ray of this user otherwise).
+# processes.sh: stop what an earlier crashed run left behind, for the current user only (by
+# the marker its processes carry and by its Ray temp dir), and stop the Ray node this script
+# started. Never `ray stop`: it signals every Ray process on the host it can (every user's
+# when run as root, every Ray of this user otherwise).
 
-# Command-line patterns of SGLang processes (servers, schedulers, routers).
-# Anchored so that no unrelated process (an editor on sglang.py, this script) matches.
-TOOLKIT_SGLANG_PATTERN='^sglang::|sglang\.launch_server|sglang_router\.launch'
-
-# stop_stale_processes RAY_TEMP_DIR GCS_PORT: stop this user's SGLang processes and this
-# user's Ray processes of RAY_TEMP_DIR (or of the head's client server on GCS_PORT), then
-# verify they are gone (exit 1 naming the survivors if not).
-stop_stale_processes() { # <ray-temp-dir> <gcs-port>
+# stop_stale_processes RAY_TEMP_DIR GCS_PORT MARKER: stop what this user's earlier run of this
+# node's Ray left behind: the processes that carry its marker (MARKER, the environment entry
+# AGENTCORE_SLIME_RUN=<slot>: Ray's daemons and workers, and the SGLang engines and router
+# that slime's actors started), then this user's Ray processes of RAY_TEMP_DIR (or of the
+# head's client server on GCS_PORT); verify they are gone (exit 1 naming survivors if not).
+# Called with the run lock held: whoever carries MARKER belongs to a run that is gone.
+stop_stale_processes() { # <ray-temp-dir> <gcs-port> <marker>
   local uid
   uid=$(id -u)
-  say "stopping stale SGLang and Ray processes of user $(id -un) (Ray temp dir $1)"
-  stop_sglang_processes "$uid"
+  say "stopping stale processes of an earlier run of user $(id -un) here (Ray temp dir $1)"
+  stop_marked_processes "$uid" "$3"
+  ((TOOLKIT_MARKED_COUNT == 0)) || say "stopped $TOOLKIT_MARKED_COUNT process(es) that an earlier run left behind ($3)"
   stop_ray_processes "$uid" "$(ray_node_pattern "$1" "$2")"
 }
 
-# stop_sglang_processes UID: TERM the SGLang processes of UID, give them up to
+# The marked-process helper (python3): the live processes of UID whose environment holds
+# MARKER as one whole entry (not a substring: AGENTCORE_SLIME_RUN=ray-1 is not
+# AGENTCORE_SLIME_RUN=ray-12), and all their descendants of UID (a process that retitles
+# itself with setproctitle, as Ray's workers and agents and SGLang's schedulers do, overwrites
+# the memory /proc/PID/environ shows; it is found as the child of a marked one), never this
+# script. `signal SIG` sends SIG through a pidfd opened before the process is checked again
+# (same start time), so a PID reused meanwhile is never signalled. Prints the PIDs.
+TOOLKIT_MARKED_HELPER='
+import os, re, signal, sys
+mode, uid, marker = sys.argv[1], int(sys.argv[2]), os.fsencode(sys.argv[3])
+if not re.fullmatch(rb"AGENTCORE_SLIME_RUN=[a-z]+-[0-9a-f]{16}", marker):
+    sys.exit("not a run marker: %r (nothing signalled)" % marker)
+skip = {1, os.getpid(), os.getppid(), *(int(p) for p in sys.argv[4].split())}
+sig = getattr(signal, "SIG" + sys.argv[5]) if mode == "signal" else None
+
+def stat(pid):  # (state, parent, start time) of a process of UID, or None
+    try:
+        if os.stat(f"/proc/{pid}").st_uid != uid:
+            return None
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1]), fields[19]
+
+procs = {int(n): stat(n) for n in os.listdir("/proc") if n.isdigit()}
+procs = {pid: st for pid, st in procs.items() if st and st[0] != b"Z" and pid not in skip}
+chosen = set()
+for pid in procs:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            if marker in f.read().split(b"\0"):
+                chosen.add(pid)
+    except OSError:
+        continue
+children = {}
+for pid, st in procs.items():
+    children.setdefault(st[1], []).append(pid)
+queue = list(chosen)
+while queue:
+    for child in children.get(queue.pop(), []):
+        if child not in chosen:
+            chosen.add(child)
+            queue.append(child)
+for pid in sorted(chosen):
+    if sig:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        try:
+            now = stat(pid)
+            if now is None or now[2] != procs[pid][2]:
+                continue
+            signal.pidfd_send_signal(pidfd, sig)
+        except OSError:
+            continue
+        finally:
+            os.close(pidfd)
+    print(pid)
+'
+
+# is_run_marker TEXT: true when TEXT is a whole run marker (AGENTCORE_SLIME_RUN=<kind>-<hash>):
+# an empty or partial one would match far more than one run's processes.
+is_run_marker() { # <text>
+  [[ $1 =~ ^AGENTCORE_SLIME_RUN=[a-z]+-[0-9a-f]{16}$ ]]
+}
+
+# signal_marked_processes SIGNAL UID MARKER: send SIGNAL (TERM, KILL) to UID's processes that
+# carry MARKER; prints their PIDs.
+signal_marked_processes() { # <signal> <uid> <marker>
+  is_run_marker "$3" || die "not a run marker: '$3' (a bug: nothing was signalled)"
+  python3 -I -S -c "$TOOLKIT_MARKED_HELPER" signal "$2" "$3" "$$ ${BASHPID:-}" "$1"
+}
+
+# marked_pids UID MARKER: the PIDs of UID's live processes that carry MARKER, one per line.
+marked_pids() { # <uid> <marker>
+  is_run_marker "$2" || die "not a run marker: '$2' (a bug)"
+  python3 -I -S -c "$TOOLKIT_MARKED_HELPER" list "$1" "$2" "$$ ${BASHPID:-}"
+}
+
+# stop_marked_processes UID MARKER: TERM UID's processes that carry MARKER (how many:
+# TOOLKIT_MARKED_COUNT), give them up to
 # TOOLKIT_STALE_GRACE seconds (default 5) to exit and free their GPU memory, then KILL the
-# ones still there (a crashed run often leaves hung schedulers behind).
-stop_sglang_processes() { # <uid>
-  local uid=$1 second
-  pkill -TERM -u "$uid" -f "$TOOLKIT_SGLANG_PATTERN" || return 0 # none running
-  for ((second = 0; second < ${TOOLKIT_STALE_GRACE:-5}; second++)); do
-    pgrep -u "$uid" -f "$TOOLKIT_SGLANG_PATTERN" >/dev/null || return 0
-    sleep 1
-  done
-  say "SGLang processes ignored TERM for ${TOOLKIT_STALE_GRACE:-5}s: killing them"
-  pkill -KILL -u "$uid" -f "$TOOLKIT_SGLANG_PATTERN" || true
+# ones still there (a crashed run often leaves hung SGLang schedulers behind).
+stop_marked_processes() { # <uid> <marker>
+  local -a pids=()
+  local grace=${TOOLKIT_STALE_GRACE:-5}
+  is_run_marker "$2" || die "not a run marker: '$2' (a bug: nothing was signalled)"
+  mapfile -t pids < <(signal_marked_processes TERM "$1" "$2")
+  TOOLKIT_MARKED_COUNT=${#pids[@]}
+  ((${#pids[@]} > 0)) || return 0
+  wait_gone "$grace" "${pids[@]}" && return 0
+  say "processes marked $2 ignored TERM for ${grace}s: killing them"
+  signal_marked_processes KILL "$1" "$2" >/dev/null
+  wait_gone "${TOOLKIT_STALE_CHECKS:-10}" "${TOOLKIT_LEFT[@]}" ||
+    die "processes marked $2 survived SIGKILL (PIDs: ${TOOLKIT_LEFT[*]}); stop them with 'kill -9 PID' and rerun"
 }
 
 # ray_node_pattern RAY_TEMP_DIR GCS_PORT: the pgrep -f pattern of one Ray node's daemons.

@@ -193,29 +193,39 @@ if not all(done):
 PY
 }
 
-# acquire_run_lock LOCK EXP_ID: one run at a time on a node's Ray. LOCK holds the holder's
-# PID and EXP_ID; a live holder is an error naming both, a dead one's lock is taken over.
-acquire_run_lock() { # <lock-file> <exp-id>
-  local lock=$1 holder_pid="" holder_exp=""
-  mkdir -p "$(dirname "$lock")" || die "cannot create $(dirname "$lock") (set RAY_TEMP_DIR to a directory of yours)"
-  if ! (set -C && printf '%s %s\n' "$$" "$2" >"$lock") 2>/dev/null; then
-    read -r holder_pid holder_exp <"$lock" || true
-    if [[ $holder_pid =~ ^[0-9]+$ ]] && is_live "$holder_pid"; then
-      die "another run uses this node's Ray: PID $holder_pid (EXP_ID ${holder_exp:-?}), lock $lock (wait for it to end, stop it with 'kill $holder_pid', or give this run its own RAY_TEMP_DIR and Ray ports)"
-    fi
-    say "taking over the lock of a run that is gone (PID ${holder_pid:-?}, EXP_ID ${holder_exp:-?})"
-    printf '%s %s\n' "$$" "$2" >"$lock"
-  fi
-  TOOLKIT_LOCK=$lock
+# resolve_ray_temp_dir: RAY_TEMP_DIR, by default `ray` in this user's private node-local
+# directory (Ray makes its temp dir mode 0777: inside a 0700 parent no one else reaches it).
+# An explicit one must be short enough for Ray's unix sockets, and not a link or another user's.
+resolve_ray_temp_dir() {
+  local owner type
+  ensure_private_dir "$(toolkit_runtime_dir)"
+  RAY_TEMP_DIR=${RAY_TEMP_DIR:-$(toolkit_runtime_dir)/ray}
+  # Ray's longest socket path is <temp dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store
+  ((${#RAY_TEMP_DIR} <= 43)) ||
+    die "RAY_TEMP_DIR $RAY_TEMP_DIR is ${#RAY_TEMP_DIR} characters: Ray's unix sockets under it would pass the 107-byte limit (use at most 43, or leave RAY_TEMP_DIR unset)" 2
+  read -r owner type < <(stat -c '%u %F' -- "$RAY_TEMP_DIR" 2>/dev/null) || return 0
+  [[ $type == directory ]] ||
+    die "RAY_TEMP_DIR $RAY_TEMP_DIR is a $type, not a directory (remove it, or leave RAY_TEMP_DIR unset)" 2
+  [[ $owner == "$(id -u)" ]] ||
+    die "RAY_TEMP_DIR $RAY_TEMP_DIR belongs to $(owner_name "$owner"), not to you (leave RAY_TEMP_DIR unset: the default is private to you)" 2
 }
 
-# release_run_lock: remove the lock if this script still holds it.
+# acquire_run_lock EXP_ID: one run at a time on this node's Ray (RAY_TEMP_DIR), with the
+# kernel lock ray-<hash>.lock in the private directory (lock.sh). A held lock is an error
+# naming the holder's PID and EXP_ID. Sets TOOLKIT_RUN_SLOT, the marker of this run's processes.
+acquire_run_lock() { # <exp-id>
+  local lock holder_pid holder_exp
+  TOOLKIT_RUN_SLOT=$(lock_slot ray "$RAY_TEMP_DIR")
+  lock="$(toolkit_runtime_dir)/$TOOLKIT_RUN_SLOT.lock"
+  if ! take_lock "$lock" "$$ $1"; then
+    read -r holder_pid holder_exp <<<"$TOOLKIT_LOCK_HOLDER"
+    die "another run uses this node's Ray: PID ${holder_pid:-?} (EXP_ID ${holder_exp:-?}), lock $lock (wait for it to end, stop it with 'kill ${holder_pid:-PID}', or give this run its own RAY_TEMP_DIR and Ray ports)"
+  fi
+}
+
+# release_run_lock: let go of the run lock (the kernel also does when this script dies).
 release_run_lock() {
-  local holder_pid=""
-  [[ -n ${TOOLKIT_LOCK:-} && -e $TOOLKIT_LOCK ]] || return 0
-  read -r holder_pid _ <"$TOOLKIT_LOCK" || true
-  [[ $holder_pid == "$$" ]] && rm -f "$TOOLKIT_LOCK"
-  TOOLKIT_LOCK=
+  release_lock
 }
 
 # check_ports_free KEY=PORT...: exit 1 naming every port another process listens on, and the
@@ -243,8 +253,7 @@ PY
 # Never redirect a call of this function: bash would keep a copy of the redirected fd open
 # while a trap runs inside it, and the log's tee would then never see the end of its input.
 run_interruptibly() { # <command>...
-  "$@" >&2 &
-  TOOLKIT_CHILD_PID=$!
+  run_in_background "$@"
   wait "$TOOLKIT_CHILD_PID"
 }
 
@@ -264,27 +273,105 @@ bind_engines_to_loopback() {
   say "one node: Ray, the SGLang engines and the router listen on 127.0.0.1 only"
 }
 
-# start_ray_head NUM_GPUS: start this run's Ray head (stopped again by the cleanup traps).
+# run_in_background COMMAND...: start COMMAND in the background, its stdout to stderr
+# (TOOLKIT_CHILD_PID = its PID; the cleanup traps stop it).
+run_in_background() { # <command>...
+  "$@" >&2 &
+  TOOLKIT_CHILD_PID=$!
+}
+
+# start_ray_head NUM_GPUS: start this run's Ray head (stopped again by the cleanup traps). Its
+# processes, and all that slime's Ray actors start (SGLang engines, router), inherit this
+# run's marker (AGENTCORE_SLIME_RUN), which the next run's cleanup finds after a crash.
 start_ray_head() { # <num-gpus>
   local -a node_ip=()
   if [[ -n ${TOOLKIT_NODE_IP:-} ]]; then node_ip=(--node-ip-address "$TOOLKIT_NODE_IP"); fi
   say "starting the Ray head with $1 GPUs (temp dir $RAY_TEMP_DIR, port $RAY_PORT)"
   TOOLKIT_RAY_STARTED=1 # from here on, whatever part of Ray came up is ours to stop
-  run_interruptibly ray start --head --num-gpus "$1" --disable-usage-stats \
+  run_interruptibly env "$(run_marker_env "${TOOLKIT_RUN_SLOT:-}")" \
+    ray start --head --num-gpus "$1" --disable-usage-stats \
     --temp-dir "$RAY_TEMP_DIR" --port "$RAY_PORT" --dashboard-port "$RAY_DASHBOARD_PORT" \
     --ray-client-server-port "$RAY_CLIENT_SERVER_PORT" \
     --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" "${node_ip[@]}" ||
     die "ray start failed (see the output above)"
 }
 
-# join_ray_cluster HEAD_ADDRESS NUM_GPUS: a worker joins the head and stays in the foreground
-# until its Ray ends (`ray start --block`); the cleanup traps stop it on exit or Ctrl-C.
+# The head's word to its workers that its run ended (not a crash): a key in Ray's internal
+# key-value store, which the workers' join.sh polls. ray._raylet.GcsClient talks to the GCS
+# directly (no driver), authenticated like every ray command (RAY_AUTH_MODE, the token file).
+TOOLKIT_RUN_END_KV='
+import sys, time
+from ray._raylet import GcsClient
+mode, address = sys.argv[1], sys.argv[2]
+key, namespace = b"run-ended", b"agentcore-slime"
+if mode == "put":
+    GcsClient(address=address).internal_kv_put(key, sys.argv[3].encode(), True, namespace)
+    sys.exit(0)
+import ctypes, os, signal
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive join.sh
+if os.getppid() != int(sys.argv[4]):
+    sys.exit(1)
+client = None
+while True:  # "watch": exit 0 once the key is there; an unreachable GCS is no answer
+    try:
+        client = client or GcsClient(address=address)
+        if client.internal_kv_get(key, namespace, timeout=5) is not None:
+            sys.exit(0)
+    except Exception:
+        client = None
+    time.sleep(float(sys.argv[3]))
+'
+
+# tell_workers_run_ended STATUS: before the head stops its Ray, tell the workers that the run
+# ended, and give them up to TOOLKIT_WORKERS_LEAVE_TIMEOUT seconds (default 20) to leave.
+tell_workers_run_ended() { # <exit-status>
+  local deadline=$((SECONDS + ${TOOLKIT_WORKERS_LEAVE_TIMEOUT:-20})) state _ip _n role _id alive
+  stop_node_watch
+  timeout -k 2 10 python3 -c "$TOOLKIT_RUN_END_KV" put "127.0.0.1:$RAY_PORT" "$1" 2>/dev/null ||
+    { say "could not tell the workers that the run ended: their join.sh will report a lost head"; return 0; }
+  while ((SECONDS < deadline)); do
+    alive=0
+    while read -r state _ip _n role _id; do
+      [[ $state == ALIVE && $role == worker ]] && alive=$((alive + 1))
+    done < <(cluster_nodes || true)
+    ((alive > 0)) || return 0
+    sleep 1
+  done
+  say "$alive worker node(s) still in the cluster after ${TOOLKIT_WORKERS_LEAVE_TIMEOUT:-20}s: stopping Ray anyway"
+}
+
+# join_ray_cluster HEAD_ADDRESS NUM_GPUS: a worker joins the head (`ray start --block`, with
+# this node's run marker) and stays until the head says its run ended (exit 0, one line) or
+# this node's Ray stops (exit 1: the head died or the network failed; Ray's output says which).
 join_ray_cluster() { # <head-address> <num-gpus>
+  local me=$BASHPID # (in the background command below, $BASHPID would be the child's own)
   say "joining the Ray head at $1 with $2 GPUs (temp dir $RAY_TEMP_DIR); Ctrl-C leaves the cluster"
   TOOLKIT_RAY_STARTED=1
-  run_interruptibly ray start --address="$1" --num-gpus "$2" --disable-usage-stats --block \
-    --temp-dir "$RAY_TEMP_DIR" --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT" ||
-    die "this node's Ray stopped (the head's run ended, or see the output above)"
+  run_in_background env "$(run_marker_env "${TOOLKIT_RUN_SLOT:-}")" ray start --address="$1" \
+    --num-gpus "$2" --disable-usage-stats --block --temp-dir "$RAY_TEMP_DIR" \
+    --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT"
+  python3 -c "$TOOLKIT_RUN_END_KV" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$me" </dev/null 2>/dev/null &
+  TOOLKIT_END_WATCH_PID=$!
+  while is_live "$TOOLKIT_CHILD_PID"; do
+    if [[ -n $TOOLKIT_END_WATCH_PID ]] && ! is_live "$TOOLKIT_END_WATCH_PID"; then
+      wait "$TOOLKIT_END_WATCH_PID" && leave_cluster_after_head_ended
+      TOOLKIT_END_WATCH_PID= # the watcher failed: a lost head is still reported below
+    fi
+    sleep 1 &
+    wait "$!" # returns at once when a trapped signal arrives
+  done
+  wait "$TOOLKIT_CHILD_PID" || true
+  say "this node's Ray stopped without word from the head that its run ended: the head died or this node lost it (see Ray's output above)"
+  return 1
+}
+
+# leave_cluster_after_head_ended: the head's run ended: one line, exit 0 (the EXIT trap stops
+# this node's Ray quietly).
+leave_cluster_after_head_ended() {
+  TOOLKIT_END_WATCH_PID=
+  TOOLKIT_QUIET_EXIT=1
+  say "the head's run ended: this node leaves the cluster"
+  exit 0
 }
 
 # print_join_command JOIN_SCRIPT NUM_NODES: tell the user the one command to run on each worker.
@@ -345,6 +432,15 @@ watch_worker_nodes() {
   TOOLKIT_WATCH_PID=$!
 }
 
+# stop_node_watch: stop the background loops (the head's node watch, a worker's end watch).
+stop_node_watch() {
+  local pid
+  for pid in "${TOOLKIT_WATCH_PID:-}" "${TOOLKIT_END_WATCH_PID:-}"; do
+    [[ -z $pid ]] || kill "$pid" 2>/dev/null || true
+  done
+  TOOLKIT_WATCH_PID='' TOOLKIT_END_WATCH_PID=''
+}
+
 # runtime_env_json PYTHONPATH: the job's Ray runtime env as JSON (built by python3's json):
 # PYTHONPATH, CUDA_DEVICE_MAX_CONNECTIONS=1 and, when CUDA is pinned, CUDA_HOME and LD_LIBRARY_PATH.
 runtime_env_json() { # <pythonpath>
@@ -391,10 +487,10 @@ stop_job() {
 # stop_own_ray: stop the Ray node this script started (its processes only, verified gone).
 stop_own_ray() {
   [[ -n ${TOOLKIT_RAY_STARTED:-} ]] || return 0
-  if [[ -n ${TOOLKIT_WATCH_PID:-} ]]; then
-    kill "$TOOLKIT_WATCH_PID" 2>/dev/null || true
-  fi
+  stop_node_watch
   stop_ray_processes "$(id -u)" "$(ray_node_pattern "$RAY_TEMP_DIR" "$RAY_PORT")"
+  # what slime's actors started and Ray's stop left running (an SGLang engine, the router)
+  [[ -z ${TOOLKIT_RUN_SLOT:-} ]] || stop_marked_processes "$(id -u)" "$(run_marker_env "$TOOLKIT_RUN_SLOT")"
   if [[ -n ${TOOLKIT_CHILD_PID:-} ]]; then
     kill "$TOOLKIT_CHILD_PID" 2>/dev/null || true # `ray start --block` of a worker
   fi
@@ -404,11 +500,14 @@ stop_own_ray() {
 # kill_children_now: the background commands we wait for, and our Ray, SIGKILLed at once.
 kill_children_now() {
   local pid
-  for pid in "${TOOLKIT_CHILD_PID:-}" "${TOOLKIT_SUBMIT_PID:-}" "${TOOLKIT_WATCH_PID:-}"; do
+  for pid in "${TOOLKIT_CHILD_PID:-}" "${TOOLKIT_SUBMIT_PID:-}" "${TOOLKIT_WATCH_PID:-}" "${TOOLKIT_END_WATCH_PID:-}"; do
     [[ -z $pid ]] || kill -KILL "$pid" 2>/dev/null || true
   done
-  [[ -z ${TOOLKIT_RAY_STARTED:-} ]] ||
+  if [[ -n ${TOOLKIT_RAY_STARTED:-} ]]; then
     kill_ray_processes_now "$(id -u)" "$(ray_node_pattern "$RAY_TEMP_DIR" "$RAY_PORT")"
+    [[ -z ${TOOLKIT_RUN_SLOT:-} ]] ||
+      signal_marked_processes KILL "$(id -u)" "$(run_marker_env "$TOOLKIT_RUN_SLOT")" >/dev/null
+  fi
   TOOLKIT_RAY_STARTED=
 }
 
@@ -433,13 +532,15 @@ cleanup_on_signal() { # <signal-name>
   exit "$status"
 }
 
-# cleanup_on_exit: stop the Ray node we started, release the lock, keep the exit status.
+# cleanup_on_exit: tell the workers (a head of NUM_NODES > 1: TOOLKIT_HAS_WORKERS) that the
+# run ended, stop the Ray node we started, release the lock, keep the exit status.
 cleanup_on_exit() {
   local status=$?
   trap - EXIT
   if [[ -n ${TOOLKIT_RAY_STARTED:-} ]]; then
+    [[ -z ${TOOLKIT_HAS_WORKERS:-} ]] || tell_workers_run_ended "$status" || true
     stop_own_ray || true
-    say "stopped Ray (exit status $status)"
+    [[ -n ${TOOLKIT_QUIET_EXIT:-} ]] || say "stopped Ray (exit status $status)"
   fi
   release_run_lock
   stop_logging

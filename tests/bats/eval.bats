@@ -4,7 +4,8 @@
 # on --port, plus one child process like SGLang's scheduler) in its variants: healthy, never
 # healthy, dying mid-run, ignoring TERM. The evaluation module itself is stubbed here (python3
 # -m agentcore_slime.evaluate records its argv and exits as told); tests/python/e2e runs it for
-# real. pkill/pgrep are stubs over a scripted process list that holds another user's SGLang.
+# real. Beside it run real stand-ins of a stale server of an earlier evaluation, a training
+# run's SGLang and an unmarked one: only the first may be stopped.
 
 load ../test_helper
 load launcher
@@ -19,7 +20,8 @@ _setup() {
   export PYTHONPATH="$REPO_ROOT/tests/python/fakes/sglang_shim:$REPO_ROOT/tests/python"
   export FAKE_SGLANG_PIDS="$BATS_TEST_TMPDIR/server.pids" FAKE_SGLANG_ARGV="$BATS_TEST_TMPDIR/server.argv"
   export TOOLKIT_SERVER_GRACE=2
-  stub_process_list
+  export TOOLKIT_RUNTIME_DIR="$BATS_TEST_TMPDIR/rt"
+  start_stale_processes
   stub_evaluation
 }
 
@@ -31,38 +33,30 @@ _teardown_pids() {
 
 teardown() {
   _teardown_pids
+  local pid
+  for pid in "${STALE:-}" "${TRAINING:-}" "${UNMARKED:-}"; do
+    [[ -z $pid ]] || { kill -KILL "$pid" && wait "$pid"; } 2>/dev/null || true
+  done
 }
 
-# stub_process_list: pkill and pgrep over $PROCS ("uid pid command" lines): this user's stale
-# SGLang server and another user's (uid 4242). pkill appends "SIGNAL pid" to $SIGNALS for every
-# process it matches (honouring -u and -f like procps) and removes it from the list.
-stub_process_list() {
-  export PROCS="$BATS_TEST_TMPDIR/procs" SIGNALS="$BATS_TEST_TMPDIR/signals"
-  printf '%s\n' "$(id -u) 31001 python3 -m sglang.launch_server --model-path /old" \
-    "4242 31002 python3 -m sglang.launch_server --model-path /theirs" \
-    "4242 31003 sglang::scheduler_TP0" >"$PROCS"
-  : >"$SIGNALS"
-  # shellcheck disable=SC2016 # the stub's body expands when it runs
-  local matcher='
-signal= uid= pattern=
-while (($#)); do
-  case $1 in
-    -u) uid=$2; shift ;;
-    -f | -x) pattern=$2; shift ;;
-    -TERM | -KILL) signal=${1#-} ;;
-  esac
-  shift
-done
-found=1
-while read -r puid pid cmd; do
-  [[ $puid == "$uid" && $cmd =~ $pattern ]] || { echo "$puid $pid $cmd" >>"$PROCS.new"; continue; }
-  found=0
-  if [[ -n $signal ]]; then echo "$signal $pid" >>"$SIGNALS"; else echo "$pid"; echo "$puid $pid $cmd" >>"$PROCS.new"; fi
-done <"$PROCS"
-mv "$PROCS.new" "$PROCS" 2>/dev/null || : >"$PROCS"
-exit "$found"'
-  stub pkill "$matcher"
-  stub pgrep "$matcher"
+# start_stale_processes: real stand-ins of what may run beside an evaluation: this user's
+# stale server of an earlier evaluation of these GPUs (its marker: stopped), a training run's
+# SGLang scheduler (another marker: left alone) and an unmarked `python3 -m
+# sglang.launch_server` of this user (left alone). Their PIDs: $STALE, $TRAINING, $UNMARKED.
+start_stale_processes() {
+  local eval_marker train_marker
+  eval_marker="AGENTCORE_SLIME_RUN=$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot eval all")"
+  train_marker="AGENTCORE_SLIME_RUN=$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot ray /tmp/ray-t")"
+  env "$eval_marker" bash -c 'exec -a "python3 -m sglang.launch_server --model-path /old" /bin/sleep 60' >/dev/null 2>&1 &
+  STALE=$!
+  env "$train_marker" bash -c 'exec -a sglang::scheduler_TP0 /bin/sleep 60' >/dev/null 2>&1 &
+  TRAINING=$!
+  bash -c 'exec -a "python3 -m sglang.launch_server --model-path /theirs" /bin/sleep 60' >/dev/null 2>&1 &
+  UNMARKED=$!
+  local pid i
+  for pid in "$STALE" "$TRAINING" "$UNMARKED"; do
+    for ((i = 0; i < 100; i++)); do grep -q sglang "/proc/$pid/cmdline" 2>/dev/null && break; /bin/sleep 0.05; done
+  done
 }
 
 # stub_evaluation: `python3 -m agentcore_slime.evaluate ...` records its argv as one
@@ -101,11 +95,12 @@ assert_server_stopped() {
   ((count == 2)) || flunk "expected the server and its child, got $count PIDs"
 }
 
-# assert_only_own_signalled: the stale-process cleanup signalled this user's SGLang only.
+# assert_only_own_signalled: the stale-process cleanup stopped the earlier evaluation's server
+# only: never training's SGLang or an unmarked one.
 assert_only_own_signalled() {
-  run cat "$SIGNALS"
-  assert_output "TERM 31001"
-  grep -q "^4242 31002 " "$PROCS" || flunk "another user's process left the list"
+  ! alive "$STALE" || flunk "the earlier evaluation's server was not stopped"
+  alive "$TRAINING" || flunk "a training run's SGLang was stopped"
+  alive "$UNMARKED" || flunk "an unmarked SGLang was stopped"
 }
 
 @test "--help prints the header; no argument prints the usage line on stderr, exit 2" {
@@ -179,7 +174,8 @@ assert_only_own_signalled() {
   local signal status pid
   for signal in TERM INT; do
     rm -f "$FAKE_SGLANG_PIDS" "$BATS_TEST_TMPDIR/eval.pid"
-    stub_process_list
+    { kill -KILL "$TRAINING" "$UNMARKED" && wait "$TRAINING" "$UNMARKED"; } 2>/dev/null || true
+    start_stale_processes
     # in a process group of its own, as a terminal's foreground job (job control on for the fork)
     set -m
     FAKE_EVAL_SECONDS=60 bash "$EVAL" "$WORK/exp.env" >"$BATS_TEST_TMPDIR/out" 2>&1 &
@@ -256,4 +252,43 @@ assert_only_own_signalled() {
   alive "$pid" || flunk "a group that is not ours was signalled"
   stop_group "$pid" "$start" "the test group"
   ! alive "$pid" || flunk "our group is still running"
+}
+
+# hold_training_lock: a training run's lock of this user held by a background script.
+hold_training_lock() {
+  cat >"$WORK/holder.sh" <<SCRIPT
+set -euo pipefail
+source "$LIB_DIR/common.sh"; source "$LIB_DIR/lock.sh"; source "$LIB_DIR/processes.sh"; source "$LIB_DIR/ray.sh"
+RAY_TEMP_DIR="$WORK/ray"
+resolve_ray_temp_dir
+acquire_run_lock train-exp
+touch "$WORK/held"
+exec sleep 60
+SCRIPT
+  bash "$WORK/holder.sh" 2>"$WORK/holder.err" &
+  HOLDER=$!
+  local i
+  for ((i = 0; i < 100; i++)); do [[ -e $WORK/held ]] && break; /bin/sleep 0.05; done
+  [[ -e $WORK/held ]] || flunk "no training lock: $(cat "$WORK/holder.err")"
+}
+
+@test "a training run of this user holds the GPUs: refused naming it, before anything is stopped or started" {
+  hold_training_lock
+  run -1 "$EVAL" "$WORK/exp.env"
+  kill "$HOLDER"
+  assert_output_contains "training run train-exp (PID $HOLDER) uses this node's GPUs (wait for it to end, or give this evaluation GPUs of its own: CUDA_VISIBLE_DEVICES="
+  alive "$STALE" || flunk "something was stopped before the refusal"
+  [[ ! -s $FAKE_SGLANG_PIDS ]] || flunk "a server was started"
+}
+
+@test "CUDA_VISIBLE_DEVICES names the GPUs: the evaluation runs beside training, with its own marker" {
+  hold_training_lock
+  CUDA_VISIBLE_DEVICES=6,7 run -0 "$EVAL" --limit 1 "$WORK/exp.env"
+  assert_output_contains "evaluating on GPUs 6,7 (CUDA_VISIBLE_DEVICES): not checking for a training run here"
+  alive "$HOLDER" || flunk "the training run was disturbed"
+  kill "$HOLDER"
+  # the stale server of an evaluation of all GPUs is another lock's: left alone too
+  alive "$STALE" || flunk "another evaluation's server was stopped"
+  alive "$TRAINING" || flunk "training's SGLang was stopped"
+  assert_server_stopped
 }

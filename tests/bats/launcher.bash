@@ -32,7 +32,7 @@ write_env() { # <file> <install-dir> [line]...
     "MODEL_TYPE=qwen-spaces"
     "SLIME_DIR='$dir/slime'"
     "MEGATRON_DIR='$dir/Megatron-LM'"
-    "RAY_TEMP_DIR='$dir/ray'"
+    "RAY_TEMP_DIR='$WORK/ray'" # short: Ray's unix sockets live under it
   )
   # free ports, so that the run's port check passes whatever else runs on this machine
   local port_lines
@@ -51,11 +51,13 @@ print("\n".join(f"{n}={s.getsockname()[1]}" for n, s in zip(names, socks)))')
   } >"$file"
 }
 
-# stub_cluster: stubs for pkill, pgrep (nothing left) and ray. `ray job submit` writes the
+# stub_cluster: TOOLKIT_RUNTIME_DIR under the test's temp dir; stubs for pkill, pgrep (nothing left) and ray. `ray job submit` writes the
 # entrypoint's argv (NUL-separated) to $JOB_ARGV and the runtime env JSON to $JOB_ENV_JSON,
 # notes in $ENV_LOG whether WANDB_API_KEY was in its environment (never the value), and
 # exits with $RAY_JOB_STATUS (default 0).
 stub_cluster() {
+  # this test's own private node-local dir (locks, the default Ray temp dir), not /tmp's
+  export TOOLKIT_RUNTIME_DIR="$BATS_TEST_TMPDIR/rt"
   export JOB_ARGV="$BATS_TEST_TMPDIR/job.argv" JOB_ENV_JSON="$BATS_TEST_TMPDIR/job.env.json"
   export ENV_LOG="$BATS_TEST_TMPDIR/env.log"
   stub pkill 'exit 1'

@@ -15,6 +15,7 @@ exit 0'
 set -euo pipefail
 TOOLKIT_PROG=train.sh
 source "$LIB_DIR/common.sh"
+source "$LIB_DIR/lock.sh"
 source "$LIB_DIR/processes.sh"
 source "$LIB_DIR/ray.sh"
 RAY_TEMP_DIR="$WORK/ray" RAY_PORT=6390 RAY_DASHBOARD_PORT=8266 RAY_CLIENT_SERVER_PORT=10010

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# templates/lib/processes.sh, sourced directly: stale-process cleanup is scoped to this user.
+# templates/lib/processes.sh, sourced directly: stale-process cleanup is scoped to this user and
+# to the marker of this run's processes.
 
 load ../test_helper
 load launcher
@@ -7,64 +8,116 @@ load launcher
 _setup() {
   # shellcheck source=templates/lib/common.sh
   source "$LIB_DIR/common.sh"
+  # shellcheck source=templates/lib/lock.sh
+  source "$LIB_DIR/lock.sh"
   # shellcheck source=templates/lib/processes.sh
   source "$LIB_DIR/processes.sh"
   stub sleep
 }
 
-@test "stop_stale_processes: this user's SGLang, then this node's Ray processes of this user; never ray stop" {
-  stub pkill 'exit 1'
-  stub ray
-  stub pgrep 'exit 1'
-  run -0 stop_stale_processes /tmp/ray-x 6390
-  local uid
-  uid=$(id -u)
-  assert_calls <<CALLS
-pkill -TERM -u $uid -f \^sglang::\|sglang\\\\.launch_server\|sglang_router\\\\.launch
-pgrep -u $uid -f =/tmp/ray-x/session_\|ray\\\\.util\\\\.client\\\\.server\ --address=\[\^\ \]\*:6390\(\ \|\\\$\)
-CALLS
+# marked MARKER NAME COMMAND...: start COMMAND in the background with the environment entry
+# MARKER (none when empty) and argv[0] NAME (e.g. sglang::scheduler_TP0, as SGLang sets its
+# schedulers' titles); its PID goes to $WORK/pid.NAME.
+marked() { # <marker> <name> <command>...
+  local marker=$1 name=$2
+  shift 2
+  # shellcheck disable=SC2016 # $0 and $@ expand in the child shell
+  if [[ -n $marker ]]; then
+    env "$marker" bash -c 'exec -a "$0" "$@"' "$name" "$@" >/dev/null 2>&1 &
+  else
+    bash -c 'exec -a "$0" "$@"' "$name" "$@" >/dev/null 2>&1 &
+  fi
+  echo $! >"$WORK/pid.${name//[^a-z0-9]/_}"
 }
 
-@test "SGLang processes get TERM and a grace period; the ones that ignore it get KILL" {
-  stub pkill
-  stub ray
-  # pgrep of SGLang answers twice with a PID; pgrep of the Ray node finds nothing
-  # shellcheck disable=SC2016 # the stub's body expands when it runs
-  stub pgrep '[[ $4 == =* ]] && exit 1; n=$(grep -c "^pgrep .*sglang" "$CALL_LOG"); ((n <= 2)) && echo 4242 && exit 0; exit 1'
-  run -0 stop_stale_processes /tmp/ray 6379
-  run calls pkill
-  ((${#lines[@]} == 1)) || flunk "exited within the grace period, yet: $output"
-  [[ ${lines[0]} == "pkill -TERM -u $(id -u) -f "* ]] || flunk "$output"
-  : >"$CALL_LOG"
-  # shellcheck disable=SC2016 # the stub's body expands when it runs
-  stub pgrep '[[ $4 == =* ]] && exit 1; echo 4242'
-  TOOLKIT_STALE_GRACE=3 run -0 stop_stale_processes /tmp/ray 6379
-  assert_output_contains "SGLang processes ignored TERM for 3s: killing them"
-  run calls pkill
-  [[ ${#lines[@]} == 2 && ${lines[1]} == "pkill -KILL -u $(id -u) -f "* ]] || flunk "$output"
-  run calls sleep
-  ((${#lines[@]} == 3)) || flunk "sleeps: $output"
+# pid_of NAME: the PID marked() recorded for NAME.
+pid_of() { # <name>
+  cat "$WORK/pid.${1//[^a-z0-9]/_}"
 }
 
-@test "the SGLang pattern matches SGLang processes and not our script or an editor" {
-  local cmdline
-  for cmdline in "sglang::scheduler_TP0" "python3 -m sglang.launch_server --model-path /m" \
-    "python3 -m sglang_router.launch_router --port 3000"; do
-    [[ $cmdline =~ $TOOLKIT_SGLANG_PATTERN ]] || flunk "should match: $cmdline"
-  done
-  for cmdline in "bash runs/sglang-exp/train.sh" "vim sglang.py" "python3 -m pkill_sglang" "tail sglang::log"; do
-    [[ ! $cmdline =~ $TOOLKIT_SGLANG_PATTERN ]] || flunk "should not match: $cmdline"
+# wait_started NAME...: until each process runs under its NAME (its environment is then set).
+wait_started() { # <name>...
+  local name i
+  for name; do
+    for ((i = 0; i < 100; i++)); do
+      [[ $(tr '\0' ' ' <"/proc/$(pid_of "$name")/cmdline" 2>/dev/null) == "$name "* ]] && break
+      /bin/sleep 0.05
+    done
   done
 }
 
-@test "never a broad kill: no pkill without -u, never 'python'" {
-  stub pkill
-  stub ray
+@test "stale cleanup stops exactly the processes that carry this run's marker (real processes)" {
+  rm -f "$STUB_DIR/sleep"
+  local mine other
+  mine=$(run_marker_env "$(lock_slot ray /tmp/ray-a)")
+  other=$(run_marker_env "$(lock_slot ray /tmp/ray-b)")
+  # a stale SGLang scheduler and a router (forked from slime's driver: its command line is
+  # train.py's) of this run; the same of another run; unmarked ones; an unrelated shell
+  marked "$mine" "sglang::scheduler_TP0" /bin/sleep 60
+  marked "$mine" "/v/python3 /slime/train.py" /bin/sleep 60
+  marked "$other" "sglang::scheduler_TP1" /bin/sleep 60
+  marked "${mine}0" "sglang::detokenizer" /bin/sleep 60
+  marked "" "python3 -m sglang.launch_server" /bin/sleep 60
+  marked "" "bash -c : sglang.launch_server" /bin/sleep 60
+  marked "" "$mine" /bin/sleep 60
+  # a marked server whose scheduler retitled itself (setproctitle overwrites what
+  # /proc/PID/environ shows; here: a child with an empty environment): found as its child
+  # shellcheck disable=SC2016 # $! and $0 expand in the child shell
+  marked "$mine" "python3 -c from multiprocessing.spawn" bash -c \
+    'env -i bash -c "exec -a sglang::scheduler_TP3 /bin/sleep 60" & echo $! >"$0"; wait' "$WORK/pid.titled"
+  wait_started "sglang::scheduler_TP0" "/v/python3 /slime/train.py" "sglang::scheduler_TP1" "sglang::detokenizer" \
+    "python3 -m sglang.launch_server" "bash -c : sglang.launch_server" "$mine" "python3 -c from multiprocessing.spawn"
+  local i
+  for ((i = 0; i < 100; i++)); do [[ -s $WORK/pid.titled ]] && break; /bin/sleep 0.05; done
   stub pgrep 'exit 1'
-  stop_stale_processes /tmp/ray 6379 2>/dev/null
-  run calls pkill
-  [[ $output == "pkill -TERM -u $(id -u) "* ]] || flunk "$output"
-  refute_output_contains python
+  run -0 stop_stale_processes /tmp/ray-a 6379 "$mine"
+  assert_output_contains "stopped 4 process(es) that an earlier run left behind ($mine)"
+  local name
+  for name in "sglang::scheduler_TP0" "/v/python3 /slime/train.py" "python3 -c from multiprocessing.spawn" titled; do
+    ! is_live "$(pid_of "$name")" || flunk "not stopped: $name"
+  done
+  for name in "sglang::scheduler_TP1" "sglang::detokenizer" "python3 -m sglang.launch_server" \
+    "bash -c : sglang.launch_server" "$mine"; do
+    is_live "$(pid_of "$name")" || flunk "stopped, but not ours: $name"
+    kill "$(pid_of "$name")"
+  done
+}
+
+@test "a marked process that ignores TERM gets KILL after the grace period" {
+  rm -f "$STUB_DIR/sleep"
+  local mine
+  mine=$(run_marker_env "$(lock_slot ray /tmp/ray-a)")
+  env "$mine" bash -c "trap '' TERM; echo up >'$WORK/up'; while :; do /bin/sleep 0.1; done" >/dev/null 2>&1 &
+  local pid=$!
+  until [[ -e $WORK/up ]]; do /bin/sleep 0.05; done
+  TOOLKIT_STALE_GRACE=1 run -0 stop_marked_processes "$(id -u)" "$mine"
+  assert_output_contains "processes marked $mine ignored TERM for 1s: killing them"
+  ! is_live "$pid" || flunk "still running"
+}
+
+@test "another user's process with our marker and our Ray's command line is never signalled" {
+  rm -f "$STUB_DIR/sleep"
+  with_other_user
+  local mine
+  mine=$(run_marker_env "$(lock_slot ray /tmp/ray-a)")
+  as_other_user env "$mine" bash -c 'exec -a "sglang::scheduler_TP0 --x=/tmp/ray-a/session_1" /bin/sleep 60' &
+  local i
+  for ((i = 0; i < 100; i++)); do pgrep -u "$OTHER_USER" -f "^sglang::" >/dev/null && break; /bin/sleep 0.05; done
+  local theirs
+  theirs=$(pgrep -u "$OTHER_USER" -f "^sglang::") || flunk "the other user's process did not start"
+  rm -f "$STUB_DIR/pgrep"
+  run -0 stop_stale_processes /tmp/ray-a 6379 "$mine"
+  refute_output_contains "stopped"
+  is_live "$theirs" || flunk "the toolkit signalled another user's process"
+}
+
+@test "no marker, no signal: an empty or partial marker is refused before anything is signalled" {
+  run -1 stop_marked_processes "$(id -u)" ""
+  assert_output_contains "not a run marker: ''"
+  run -1 stop_marked_processes "$(id -u)" "AGENTCORE_SLIME_RUN="
+  assert_output_contains "not a run marker"
+  run -1 python3 -c "$TOOLKIT_MARKED_HELPER" signal "$(id -u)" "" "" TERM
+  assert_output_contains "not a run marker"
 }
 
 @test "the Ray node pattern matches this node's daemons only (observed Ray 2.60 command lines)" {
@@ -139,8 +192,7 @@ $other 200 1 S raylet /v/raylet --raylet_socket_name=/tmp/ray/session_9/sockets/
 $other 201 200 S ray::IDLE ray::IDLE
 $other 202 1 S python3 /v/python3 -m ray.util.client.server --address=10.0.0.1:6379 --port=10001
 TABLE
-  stub pkill 'exit 1'
-  run -0 stop_stale_processes /tmp/ray 6379
+  run -0 stop_ray_processes "$me" "$(ray_node_pattern /tmp/ray 6379)"
   run calls kill
   assert_output "kill -TERM 100
 kill -TERM 100 102 103 101"
@@ -162,4 +214,8 @@ $other 202 1 S python3 /v/python3 -m ray.util.client.server --address=10.0.0.1:6
   run calls kill
   assert_output "kill -TERM 300
 kill -KILL 300"
+}
+
+teardown() {
+  [[ -z ${OTHER_USER:-} ]] || remove_other_user
 }

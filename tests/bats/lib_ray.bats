@@ -8,6 +8,8 @@ load launcher
 _setup() {
   # shellcheck source=templates/lib/common.sh
   source "$LIB_DIR/common.sh"
+  # shellcheck source=templates/lib/lock.sh
+  source "$LIB_DIR/lock.sh"
   # shellcheck source=templates/lib/processes.sh
   source "$LIB_DIR/processes.sh"
   # shellcheck source=templates/lib/ray.sh
@@ -28,6 +30,7 @@ script_prelude() {
 set -euo pipefail
 echo \$\$ >"$WORK/pid"
 source "$LIB_DIR/common.sh"
+source "$LIB_DIR/lock.sh"
 source "$LIB_DIR/processes.sh"
 source "$LIB_DIR/ray.sh"
 RAY_TEMP_DIR="$WORK/ray" RAY_PORT=6390 RAY_DASHBOARD_PORT=8266 RAY_CLIENT_SERVER_PORT=10010
@@ -190,7 +193,7 @@ exit 0'
 }
 
 @test "no Ray started, nothing stopped" {
-  run -4 bash -c "source '$LIB_DIR/common.sh'; source '$LIB_DIR/processes.sh'; source '$LIB_DIR/ray.sh'; install_cleanup_trap; exit 4"
+  run -4 bash -c "source '$LIB_DIR/common.sh'; source '$LIB_DIR/lock.sh'; source '$LIB_DIR/processes.sh'; source '$LIB_DIR/ray.sh'; install_cleanup_trap; exit 4"
   refute_calls
 }
 
@@ -216,25 +219,135 @@ exit 0'
   [[ ! -e $HOME/.ray/auth_token ]]
 }
 
-@test "the run lock: a live holder is refused with its PID and EXP_ID; a dead one is taken over" {
-  local lock="$WORK/ray/agentcore-slime-run.lock"
-  sleep 30 &
+@test "the run lock: the kernel's, in the private dir; a live holder is named; released by death, never unlinked" {
+  resolve_ray_temp_dir
+  [[ $RAY_TEMP_DIR == "$WORK/ray" ]]
+  {
+    script_prelude
+    echo "resolve_ray_temp_dir; acquire_run_lock exp-a; echo held >'$WORK/held'; sleep 30"
+  } >"$WORK/holder.sh"
+  bash "$WORK/holder.sh" 2>/dev/null &
   local holder=$!
-  mkdir -p "$WORK/ray"
-  echo "$holder exp-a" >"$lock"
-  run -1 acquire_run_lock "$lock" exp-b
-  assert_output_contains "another run uses this node's Ray: PID $holder (EXP_ID exp-a), lock $lock"
-  kill "$holder"
+  wait_for_file "$WORK/held"
+  local lock
+  lock="$TOOLKIT_RUNTIME_DIR/$(lock_slot ray "$WORK/ray").lock"
+  [[ $(stat -c '%a %U' "$TOOLKIT_RUNTIME_DIR") == "700 $(id -un)" ]] || flunk "dir: $(stat -c '%a %U' "$TOOLKIT_RUNTIME_DIR")"
+  [[ $(cat "$lock") == "$holder exp-a" ]] || flunk "lock: $(cat "$lock")"
+  TOOLKIT_LOCK_WAIT=0 run -1 acquire_run_lock exp-b
+  assert_output "train.sh: another run uses this node's Ray: PID $holder (EXP_ID exp-a), lock $lock (wait for it to end, stop it with 'kill $holder', or give this run its own RAY_TEMP_DIR and Ray ports)"
+  # SIGKILL: no trap runs, the kernel lets go; the file stays (never unlinked)
+  kill -KILL "$holder"
   wait "$holder" 2>/dev/null || true
-  acquire_run_lock "$lock" exp-b 2>"$WORK/err"
-  grep -q "taking over the lock of a run that is gone (PID $holder, EXP_ID exp-a)" "$WORK/err"
-  [[ $(cat "$lock") == "$$ exp-b" ]] || flunk "lock: $(cat "$lock")"
+  local inode
+  inode=$(stat -c %i "$lock")
+  TOOLKIT_LOCK_WAIT=0 acquire_run_lock exp-c
+  [[ $(cat "$lock") == "$$ exp-c" && $(stat -c %i "$lock") == "$inode" ]] || flunk "lock: $(cat "$lock")"
   release_run_lock
-  [[ ! -e $lock ]]
-  acquire_run_lock "$lock" exp-c
-  echo "1 someone-else" >"$lock"
+  [[ -f $lock && $(stat -c %i "$lock") == "$inode" ]] || flunk "the lock file was removed or replaced"
+  TOOLKIT_LOCK_WAIT=0 acquire_run_lock exp-d
   release_run_lock
-  [[ -e $lock ]] || flunk "released a lock it no longer held"
+}
+
+@test "the run lock is not inherited: a child that outlives the script (ray start --block, the watch) holds nothing" {
+  {
+    script_prelude
+    echo "resolve_ray_temp_dir; acquire_run_lock exp-a"
+    echo "(trap '' TERM; exec sleep 30) >/dev/null 2>&1 &"
+    echo "echo \$! >'$WORK/child'"
+    echo "exec 1>&- 2>&-; kill -KILL \$\$"
+  } >"$WORK/holder.sh"
+  run bash "$WORK/holder.sh"
+  local child
+  child=$(cat "$WORK/child")
+  is_live "$child" || flunk "the child did not outlive the script"
+  TOOLKIT_LOCK_WAIT=0 acquire_run_lock exp-b 2>"$WORK/err" || { kill "$child"; flunk "$(cat "$WORK/err")"; }
+  kill "$child"
+  release_run_lock
+}
+
+@test "the private dir: made 0700; one another user made is refused with the fix, nothing written into it" {
+  with_other_user
+  local shared rt
+  shared=$(mktemp -d /tmp/acs-shared.XXXXXX)
+  chmod 1777 "$shared"
+  rt="$shared/agentcore-slime-$(id -u)"
+  as_other_user mkdir -m 777 "$rt"
+  RAY_TEMP_DIR=''
+  TOOLKIT_RUNTIME_DIR=$rt run -2 resolve_ray_temp_dir
+  assert_output_contains "train.sh: $rt belongs to $OTHER_USER, not to you: another user made it"
+  run ls -A "$rt"
+  assert_output ""
+  # a link planted in its place
+  as_other_user rmdir "$rt"
+  as_other_user ln -s "$HOME" "$rt"
+  TOOLKIT_RUNTIME_DIR=$rt run -2 resolve_ray_temp_dir
+  assert_output_contains "$rt is a symbolic link, not a directory of yours"
+  # a world-writable parent without the sticky bit is refused too
+  chmod 777 "$shared"
+  TOOLKIT_RUNTIME_DIR="$shared/other" run -2 resolve_ray_temp_dir
+  assert_output_contains "$shared is writable by other users and not sticky (mode 777)"
+  rm -rf "$shared"
+}
+
+@test "RAY_TEMP_DIR: default in the private dir; too long for Ray's sockets, a link or another user's: refused" {
+  RAY_TEMP_DIR=''
+  resolve_ray_temp_dir
+  [[ $RAY_TEMP_DIR == "$TOOLKIT_RUNTIME_DIR/ray" ]] || flunk "$RAY_TEMP_DIR"
+  RAY_TEMP_DIR=/tmp/$(printf 'x%.0s' {1..40})
+  run -2 resolve_ray_temp_dir
+  assert_output_contains "characters: Ray's unix sockets under it would pass the 107-byte limit"
+  ln -s "$HOME" "$WORK/rlink"
+  RAY_TEMP_DIR=$WORK/rlink run -2 resolve_ray_temp_dir
+  assert_output_contains "RAY_TEMP_DIR $WORK/rlink is a symbolic link, not a directory"
+}
+
+@test "start_ray_head and join_ray_cluster give Ray (and all it starts) this run's marker" {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray 'echo "${AGENTCORE_SLIME_RUN:-none}" >>"$WORK/markers"; exit 0'
+  TOOLKIT_RUN_SLOT=$(lock_slot ray "$WORK/ray")
+  start_ray_head 2 2>/dev/null
+  [[ $(cat "$WORK/markers") == "$TOOLKIT_RUN_SLOT" ]] || flunk "marker: $(cat "$WORK/markers")"
+  [[ ! -v AGENTCORE_SLIME_RUN ]] || flunk "the script itself carries the marker"
+}
+
+@test "join.sh: the head's word that its run ended: exit 0, one line, Ray stopped quietly" {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray '[[ $1 == start ]] && exec sleep 30; exit 0'
+  {
+    script_prelude
+    # the KV watch stands in for Ray's key-value store here (tests/python/ray_real uses the real one)
+    echo "TOOLKIT_RUN_END_KV='import os, sys, time
+assert sys.argv[1:3] == [\"watch\", \"10.0.0.1:6390\"] and os.getppid() == int(sys.argv[4]), sys.argv
+while not os.path.exists(\"$WORK/ended\"): time.sleep(0.1)'"
+    echo "TOOLKIT_RUN_SLOT=$(lock_slot ray "$WORK/ray")"
+    echo "join_ray_cluster 10.0.0.1:6390 2"
+  } >"$WORK/run.sh"
+  bash "$WORK/run.sh" 2>"$WORK/err" &
+  local pid=$!
+  wait_for_file "$WORK/pid"
+  touch "$WORK/ended"
+  local rc=0
+  wait "$pid" || rc=$?
+  ((rc == 0)) || flunk "exit status $rc: $(cat "$WORK/err")"
+  run cat "$WORK/err"
+  assert_output "train.sh: joining the Ray head at 10.0.0.1:6390 with 2 GPUs (temp dir $WORK/ray); Ctrl-C leaves the cluster
+train.sh: the head's run ended: this node leaves the cluster"
+  run calls pgrep
+  assert_output_contains "pgrep -u $(id -u) -f =$WORK/ray/session_"
+}
+
+@test "join.sh: this node's Ray stopping without the head's word (the head died) is still an error" {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray '[[ $1 == start ]] && { sleep 1; echo "raylet: GCS unreachable" >&2; exit 1; }; exit 0'
+  {
+    script_prelude
+    echo "TOOLKIT_RUN_END_KV='import time; time.sleep(30)'"
+    echo "join_ray_cluster 10.0.0.1:6390 2"
+  } >"$WORK/run.sh"
+  run -1 bash "$WORK/run.sh"
+  assert_output_contains "raylet: GCS unreachable"
+  assert_output_contains "this node's Ray stopped without word from the head that its run ended: the head died or this node lost it"
+  refute_output_contains "the head's run ended:"
 }
 
 @test "a port another process listens on is an error naming the port and its env-file key" {
@@ -276,4 +389,39 @@ nodes_stub() { # <json>
   run -0 print_join_command "/runs/my exp/join.sh" 3
   assert_output "train.sh: waiting up to 600s for 2 worker node(s); on each worker run:
 train.sh:   bash /runs/my\\ exp/join.sh 10.0.0.1:6390"
+}
+
+teardown() {
+  [[ -z ${OTHER_USER:-} ]] || remove_other_user
+}
+
+@test "the race: 100 trials of two simultaneous acquisitions of a dead run's lock, never two holders" {
+  local lock trial doubles=0 pids go
+  lock="$TOOLKIT_RUNTIME_DIR/$(lock_slot ray "$WORK/ray").lock"
+  resolve_ray_temp_dir
+  for ((trial = 0; trial < 100; trial++)); do
+    echo "999999 dead-exp" >"$lock" # what a run that died left in it
+    mkfifo "$WORK/go.$trial"
+    exec {go}<>"$WORK/go.$trial" # open both ways: neither the contenders nor we block opening it
+    pids=()
+    for contender in a b; do
+      (
+        read -r _ <"$WORK/go.$trial" || true
+        if TOOLKIT_LOCK_WAIT=0 take_lock "$lock" "$BASHPID $contender" 2>/dev/null; then
+          echo got >>"$WORK/result.$trial"
+        else
+          echo held >>"$WORK/result.$trial"
+        fi
+        exec /bin/sleep 10
+      ) &
+      pids+=($!)
+    done
+    printf 'go\ngo\n' >&"$go" # one line each: both contenders start at once
+    exec {go}>&-
+    while (($(wc -l <"$WORK/result.$trial" 2>/dev/null || echo 0) < 2)); do /bin/sleep 0.01; done
+    [[ $(grep -c got "$WORK/result.$trial") == 1 ]] || doubles=$((doubles + 1))
+    kill -KILL "${pids[@]}"
+    wait "${pids[@]}" 2>/dev/null || true
+  done
+  ((doubles == 0)) || flunk "$doubles of 100 trials had two holders (or none)"
 }

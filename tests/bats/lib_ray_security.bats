@@ -14,10 +14,13 @@ _setup() {
   source "$LIB_DIR/common.sh"
   # shellcheck source=templates/lib/processes.sh
   source "$LIB_DIR/processes.sh"
+  # shellcheck source=templates/lib/lock.sh
+  source "$LIB_DIR/lock.sh"
   # shellcheck source=templates/lib/ray.sh
   source "$LIB_DIR/ray.sh"
   stub_cluster
   RAY_TEMP_DIR="$WORK/ray" RAY_PORT=6390 RAY_DASHBOARD_PORT=8266 RAY_CLIENT_SERVER_PORT=10010
+  TOOLKIT_RUN_SLOT=$(lock_slot ray "$RAY_TEMP_DIR") # the run's marker, as acquire_run_lock sets it
   RAY_DASHBOARD_AGENT_PORT=52370
   PATH="$PATH:/usr/sbin:/sbin" # useradd, userdel (with_other_user): the sealed PATH lacks them
 }

@@ -35,34 +35,130 @@ _setup() {
   dash=$(env_value RAY_DASHBOARD_PORT)
   run calls
   [[ ${lines[0]} == "ray get-auth-token --help" ]] || flunk "first call: ${lines[0]}"
-  [[ ${lines[1]} == "pkill -TERM -u $uid -f "* ]] || flunk "second call: ${lines[1]}"
-  [[ ${lines[2]} == "pgrep -u $uid -f =$WORK/install/ray/session_"*":$port"* ]] || flunk "third call: ${lines[2]}"
-  [[ ${lines[3]} == "ray start --head --num-gpus 8 --disable-usage-stats --temp-dir $WORK/install/ray --port $port --dashboard-port $dash "* ]] ||
+  [[ ${lines[1]} == "pgrep -u $uid -f =$WORK/ray/session_"*":$port"* ]] || flunk "second call: ${lines[1]}"
+  [[ ${lines[2]} == "ray start --head --num-gpus 8 --disable-usage-stats --temp-dir $WORK/ray --port $port --dashboard-port $dash "* ]] ||
+    flunk "third: ${lines[2]}"
+  [[ ${lines[3]} == "ray job submit --address=http://127.0.0.1:$dash --submission-id=bats-exp-"* ]] ||
     flunk "fourth: ${lines[3]}"
-  [[ ${lines[4]} == "ray job submit --address=http://127.0.0.1:$dash --submission-id=bats-exp-"* ]] ||
-    flunk "fifth: ${lines[4]}"
-  [[ ${lines[5]} == "pgrep -u $uid -f =$WORK/install/ray/session_"* ]] || flunk "sixth: ${lines[5]}"
-  ((${#lines[@]} == 6)) || flunk "calls: $output"
+  [[ ${lines[4]} == "pgrep -u $uid -f =$WORK/ray/session_"* ]] || flunk "fifth: ${lines[4]}"
+  ((${#lines[@]} == 5)) || flunk "calls: $output"
   refute_output_contains "ray stop"
+  refute_output_contains "pkill"
   grep -q "submitting Ray job bats-exp-" "$RUN_DIR/train.log"
   grep -q "stopped Ray (exit status 0)" "$RUN_DIR/train.log"
-  [[ ! -e $WORK/install/ray/agentcore-slime-run.lock ]] || flunk "lock left behind"
+  # the lock file stays (never unlinked), in the private dir, and is free again
+  local lock
+  lock=$(ls "$TOOLKIT_RUNTIME_DIR"/ray-*.lock)
+  [[ $(stat -c '%a' "$TOOLKIT_RUNTIME_DIR") == 700 ]]
+  bash -c "source '$LIB_DIR/common.sh'; source '$LIB_DIR/lock.sh'; probe_lock '$lock'" || flunk "lock still held"
   [[ $(stat -c %a "$HOME/.ray/auth_token") == 600 ]]
   ! grep -rqF "$(cat "$HOME/.ray/auth_token")" "$RUN_DIR" || flunk "the token is in $RUN_DIR"
 }
 
+# start_holding_run: bin/train in the background whose job runs until $WORK/release exists;
+# returns once the job is submitted (the run holds the node's lock). HOLDER_PID: train.sh's PID.
+start_holding_run() {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray '
+if [[ $1 == job && $2 == submit ]]; then
+  touch "$WORK/submitted"
+  while [[ ! -e $WORK/release ]]; do /bin/sleep 0.1; done
+fi
+exit 0'
+  "$TRAIN" "$WORK/exp.env" >"$WORK/first.out" 2>&1 &
+  FIRST=$!
+  local i
+  for ((i = 0; i < 600; i++)); do [[ -e $WORK/submitted ]] && break; /bin/sleep 0.1; done
+  [[ -e $WORK/submitted ]] || flunk "the first run did not start: $(cat "$WORK/first.out")"
+  HOLDER_PID=$(sed -n 's/.*attempt started .* (pid \([0-9]*\)).*/\1/p' "$RUN_DIR/train.log" | tail -1)
+}
+
 @test "a second run while one holds the node's lock is refused before anything is touched" {
-  mkdir -p "$WORK/install/ray"
-  sleep 30 &
-  local holder=$!
-  echo "$holder exp-a" >"$WORK/install/ray/agentcore-slime-run.lock"
-  run -1 "$TRAIN" "$WORK/exp.env"
-  kill "$holder"
-  assert_output_contains "another run uses this node's Ray: PID $holder (EXP_ID exp-a)"
-  run calls
-  refute_output_contains "pkill"
+  start_holding_run
+  write_env "$WORK/other.env" "$WORK/install" "EXP_ID=other-exp" "RAY_TEMP_DIR='$WORK/ray'"
+  : >"$CALL_LOG"
+  TOOLKIT_LOCK_WAIT=0 run -1 "$TRAIN" "$WORK/other.env"
+  calls >"$WORK/second.calls"
+  touch "$WORK/release"
+  wait "$FIRST"
+  assert_output_contains "another run uses this node's Ray: PID $HOLDER_PID (EXP_ID bats-exp), lock $TOOLKIT_RUNTIME_DIR/ray-"
+  run cat "$WORK/second.calls"
   refute_output_contains "ray start"
   refute_output_contains "pgrep"
+}
+
+@test "finding 1: another user's link at the old lock path to the victim's token: nothing leaks, the token is unchanged" {
+  with_other_user
+  # a Ray temp dir as Ray leaves it: world-writable, no sticky bit (the old default /tmp/ray)
+  local shared
+  shared=$(mktemp -d /tmp/acs-ray.XXXXXX)
+  chmod 777 "$shared"
+  mkdir -p "$HOME/.ray"
+  printf 'victim-token-%s' "$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')" >"$HOME/.ray/auth_token"
+  chmod 600 "$HOME/.ray/auth_token"
+  local token
+  token=$(cat "$HOME/.ray/auth_token")
+  as_other_user ln -s "$HOME/.ray/auth_token" "$shared/agentcore-slime-run.lock"
+  write_env "$WORK/exp.env" "$WORK/install" "RAY_TEMP_DIR='$shared'"
+  "$TRAIN" "$WORK/exp.env" >"$WORK/out" 2>&1 || true
+  [[ $(cat "$HOME/.ray/auth_token") == "$token" ]] || flunk "the token file was changed: $(cat "$WORK/out")"
+  ! grep -rqF "$token" "$RUN_DIR" "$WORK/out" || flunk "the token leaked: $(cat "$WORK/out")"
+  [[ -L $shared/agentcore-slime-run.lock ]] || flunk "the planted link was replaced"
+  rm -rf "$shared"
+}
+
+@test "planted links at every lock, temp and log path change nothing and leak nothing" {
+  with_other_user
+  local shared target
+  shared=$(mktemp -d /tmp/acs-shared.XXXXXX)
+  chmod 1777 "$shared"
+  target="$HOME/precious"
+  echo "precious $RANDOM" >"$target"
+  cp "$target" "$WORK/precious.orig"
+  # 1. the private dir, made by another user as a link (default RAY_TEMP_DIR inside it)
+  local rt
+  rt="$shared/agentcore-slime-$(id -u)"
+  as_other_user ln -s "$HOME" "$rt"
+  write_env "$WORK/exp.env" "$WORK/install" "RAY_TEMP_DIR="
+  TOOLKIT_RUNTIME_DIR=$rt run -2 "$TRAIN" "$WORK/exp.env"
+  assert_output_contains "$rt is a symbolic link, not a directory of yours"
+  # 2. an explicit RAY_TEMP_DIR in a shared dir, planted as a link
+  as_other_user ln -s "$HOME" "$shared/ray"
+  write_env "$WORK/exp.env" "$WORK/install" "RAY_TEMP_DIR='$shared/ray'"
+  run -2 "$TRAIN" "$WORK/exp.env"
+  assert_output_contains "RAY_TEMP_DIR $shared/ray is a symbolic link, not a directory"
+  # 3. the lock file itself a link (only this user could put one there): refused, not followed
+  write_env "$WORK/exp.env" "$WORK/install"
+  [[ -d $TOOLKIT_RUNTIME_DIR ]] || mkdir -m 700 "$TOOLKIT_RUNTIME_DIR"
+  ln -s "$target" "$TOOLKIT_RUNTIME_DIR/$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot ray '$WORK/ray'").lock"
+  run -2 "$TRAIN" "$WORK/exp.env"
+  assert_output_contains "cannot open $TOOLKIT_RUNTIME_DIR/ray-"
+  assert_output_contains "without following links"
+  # 4. train.log a link
+  rm "$TOOLKIT_RUNTIME_DIR"/ray-*.lock
+  mkdir -p "$RUN_DIR"
+  rm -f "$RUN_DIR/train.log"
+  ln -s "$target" "$RUN_DIR/train.log"
+  run -2 "$TRAIN" "$WORK/exp.env"
+  assert_output_contains "train.log is a symbolic link"
+  run calls ray
+  refute_output_contains "ray start"
+  cmp "$target" "$WORK/precious.orig" || flunk "the link target changed"
+  ! grep -rqF "precious" "$RUN_DIR"/ 2>/dev/null || flunk "its content leaked under runs/"
+  rm -rf "$shared"
+}
+
+@test "the other user can neither take this user's lock nor reach the private dir" {
+  with_other_user
+  start_holding_run
+  local lock
+  lock=$(ls "$TOOLKIT_RUNTIME_DIR"/ray-*.lock)
+  chmod 755 "$BATS_TEST_TMPDIR" "$(dirname "$BATS_TEST_TMPDIR")" "$(dirname "$(dirname "$BATS_TEST_TMPDIR")")"
+  run as_other_user python3 -c 'import fcntl, sys; fcntl.flock(open(sys.argv[1]), fcntl.LOCK_EX | fcntl.LOCK_NB)' "$lock"
+  touch "$WORK/release"
+  wait "$FIRST"
+  ((status != 0)) || flunk "the other user took the lock"
+  assert_output_contains "Permission denied"
 }
 
 @test "two nodes: join.sh rendered, the head prints the worker command, waits, multi-node flags" {
@@ -84,6 +180,8 @@ exit 0'
   assert_output_contains "on each worker run:"
   assert_output_contains "bash $RUN_DIR/join.sh 10.1.1.1:$(env_value RAY_PORT)"
   assert_output_contains "2 nodes with 16 GPUs joined: 10.1.1.1 (head, 8 GPUs), 10.1.1.2 (worker, 8 GPUs)"
+  # at the end the head tries to tell the workers (no GCS behind this stub: it says so)
+  assert_output_contains "could not tell the workers that the run ended: their join.sh will report a lost head"
   [[ $(flag_value --actor-num-nodes) == 2 && $(flag_value --rollout-num-gpus) == 16 ]] || flunk "$(job_argv)"
   [[ $(flag_value --actor-num-gpus-per-node) == 8 && $(flag_value --num-gpus-per-node) == 8 ]]
   run bash -n "$RUN_DIR/join.sh"
@@ -484,4 +582,8 @@ esac'
   run -2 --separate-stderr "$TRAIN" --variant async --set NUM_NODES=2 "$WORK/exp.env"
   [[ $stderr == "bin/train: NUM_NODES=2 works with the colocated variants only"* ]] || flunk "$stderr"
   refute_calls
+}
+
+teardown() {
+  [[ -z ${OTHER_USER:-} ]] || remove_other_user
 }

@@ -191,8 +191,11 @@ def test_bin_eval_end_to_end(stand: Stand, tmp_path: Path) -> None:
     assert "2 x agent_crashed" in done.stdout
     for pid in map(int, pids.read_text().split()):
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
-    calls = (stubs / "calls").read_text()
-    assert calls.startswith(f"pkill -TERM -u {os.getuid()} -f ")
+    calls_file = stubs / "calls"
+    calls = calls_file.read_text() if calls_file.exists() else ""
+    # what an earlier evaluation left is found by its marker (stop_marked_processes), never by a
+    # name pattern that could hit another run's or another program's processes
+    assert "pkill" not in calls, calls
 
 
 def test_evaluate_module_against_a_running_engine_through_acr(stand: Stand, tmp_path: Path,

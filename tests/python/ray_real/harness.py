@@ -9,6 +9,7 @@ pseudo-terminal (so that Ctrl-C is the terminal's SIGINT to the foreground proce
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -91,6 +92,10 @@ class Cluster:
     def run_dir(self, exp_id: str = "realray") -> Path:
         return self.root / "runs" / exp_id
 
+    def slot(self, temp_dir: Path) -> str:
+        """The run lock's slot of a node's Ray (templates/lib/lock.sh lock_slot), its marker."""
+        return "ray-" + hashlib.sha256(str(temp_dir).encode()).hexdigest()[:16]
+
     def leftovers(self) -> list[str]:
         """Live processes of this test's Ray nodes (both temp dirs) or its probe."""
         needles = [f"={self.temp_dir}/", f"={self.worker_temp_dir}/", str(self.marker)]
@@ -151,6 +156,8 @@ def make_cluster(root: Path) -> Cluster:
         TOOLKIT_PYTHON=sys.executable,
         TOOLKIT_NODE_POLL="1",
         TOOLKIT_STALE_GRACE="1",
+        # this test's private node-local dir (locks), short like the temp dirs
+        TOOLKIT_RUNTIME_DIR=str(cluster.short / "rt"),
         RAY_USAGE_STATS_ENABLED="0",
     )
     env.pop("PYTHONPATH", None)

@@ -46,6 +46,12 @@ def _script(cluster: Cluster, name: str = "train.sh", *args: str, tty: bool = Fa
     return Run(["bash", str(cluster.run_dir() / name), *args], cluster.env, tty=tty)
 
 
+def _script_pid(cluster: Cluster) -> int:
+    """train.sh's PID, from the line that opens its last attempt in train.log."""
+    log = (cluster.run_dir() / "train.log").read_text()
+    return int(log.split("attempt started")[-1].split("(pid ")[1].split(")")[0])
+
+
 def _assert_clean(cluster: Cluster, run: Run) -> None:
     assert cluster.leftovers() == [], f"processes left behind:\n{run.output}"
 
@@ -70,7 +76,9 @@ def test_job_succeeds_and_three_reruns_succeed_with_the_token(cluster: Cluster) 
     assert stat.S_IMODE(cluster.token_file.stat().st_mode) == 0o600
     _assert_clean(cluster, first)
     token = cluster.token_file.read_text()
-    lock = cluster.temp_dir / "agentcore-slime-run.lock"
+    lock = Path(cluster.env["TOOLKIT_RUNTIME_DIR"]) / f"{cluster.slot(cluster.temp_dir)}.lock"
+    assert lock.read_text() == f"{_script_pid(cluster)} realray\n"
+    inode = lock.stat().st_ino
     for attempt in range(3):
         cluster.marker.unlink()
         if attempt == 1:
@@ -79,12 +87,9 @@ def test_job_succeeds_and_three_reruns_succeed_with_the_token(cluster: Cluster) 
         assert rerun.finish() == 0, rerun.output
         assert "Ray token authentication: using" in rerun.output
         assert cluster.marker.exists()
-        if attempt == 1:
-            taken = "taking over the lock of a run that is gone (PID 999999999, EXP_ID crashed-exp)"
-            assert taken in rerun.output
         _assert_clean(cluster, rerun)
     assert cluster.token_file.read_text() == token
-    assert not lock.exists()
+    assert lock.stat().st_ino == inode  # the lock file is never unlinked
     _no_token_anywhere(cluster)
     assert token not in first.output
 
@@ -195,3 +200,98 @@ def test_join_timeout_names_who_joined_and_who_is_missing(cluster: Cluster) -> N
     assert "train.sh: submitting Ray job" not in run.output
     _assert_clean(cluster, run)
     assert os.path.exists(cluster.run_dir() / "join.sh")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_engines_carry_the_run_marker_and_a_crashed_runs_orphans_are_stopped(
+    cluster: Cluster,
+) -> None:
+    """What slime's actors start (here: an SGLang stand-in started by a Ray actor with
+    multiprocessing spawn, as slime's launch_server_process does, which leaves an orphan
+    'scheduler' outside Ray's process tree) inherits this node's run marker. train.sh is then
+    SIGKILLed (no trap runs; Ray, the job and the orphan stay): the rerun takes the lock the
+    kernel released, stops the orphan by its marker, and succeeds."""
+    env_file = cluster.write_env(
+        "exp.env",
+        f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120 --probe-engines",
+    )
+    first = _train(cluster, str(env_file))
+    first.wait_for("probe: running", timeout=180)
+    seen = json.loads(cluster.marker.read_text())
+    slot = cluster.slot(cluster.temp_dir)
+    assert seen["driver_marker"] == slot, seen
+    [engine] = seen["engines"]
+    assert engine["marker"] == slot, seen
+    assert _alive(int(engine["pid"]))
+    os.kill(_script_pid(cluster), signal.SIGKILL)
+    first.finish()
+    assert _alive(int(engine["pid"])), "the orphan should outlive the crashed script"
+    cluster.marker.unlink()
+    rerun = _script(cluster)
+    rerun_status = rerun.finish(timeout=240)
+    assert not _alive(int(engine["pid"])), f"the crashed run's orphan is still running:\n{rerun.output}"
+    assert (
+        "stopped " in rerun.output
+        and f"that an earlier run left behind (AGENTCORE_SLIME_RUN={slot})" in rerun.output
+    )
+    assert rerun_status == 0, rerun.output
+    _assert_clean(cluster, rerun)
+
+
+def _start_two_nodes(cluster: Cluster, sleep: float) -> tuple[Run, Run]:
+    env_file = cluster.write_env(
+        "exp.env",
+        "NUM_NODES=2",
+        "ROLLOUT_BATCH_SIZE=2",
+        f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep {sleep}",
+    )
+    head = _train(cluster, str(env_file))
+    head.wait_for("on each worker run:")
+    command = head.output.split("on each worker run:")[1].splitlines()[1].split(": ", 1)[1].split()
+    worker_env = dict(
+        cluster.env,
+        TOOLKIT_RAY_TEMP_DIR=str(cluster.worker_temp_dir),
+        TOOLKIT_RAY_AGENT_PORT=str(cluster.worker_agent_port),
+        # a lost GCS is given up on after 10 s instead of 60 (Ray's own setting)
+        RAY_gcs_rpc_server_reconnect_timeout_s="10",
+    )
+    worker = Run(command, worker_env)
+    head.wait_for("probe: running", timeout=180)
+    return head, worker
+
+
+def test_worker_leaves_with_exit_0_when_the_heads_run_ends(cluster: Cluster) -> None:
+    """The head's run ends (job done): it tells the workers through Ray's key-value store before
+    it stops Ray; join.sh prints one line and exits 0 at once (no raylet error tail)."""
+    head, worker = _start_two_nodes(cluster, sleep=3)
+    assert head.finish(timeout=180) == 0, head.output
+    assert worker.finish(timeout=30) == 0, worker.output
+    after_join = worker.output.split("Ctrl-C leaves the cluster")[-1]
+    assert "join.sh: the head's run ended: this node leaves the cluster" in after_join
+    assert "error" not in after_join.lower(), worker.output
+    assert "without word from the head" not in worker.output
+    _assert_clean(cluster, head)
+
+
+def test_worker_reports_a_head_that_died(cluster: Cluster) -> None:
+    """The head dies (its script and its Ray SIGKILLed: no word to the workers): join.sh still
+    fails, naming a lost head."""
+    head, worker = _start_two_nodes(cluster, sleep=120)
+    os.kill(_script_pid(cluster), signal.SIGKILL)
+    for proc in cluster.leftovers():
+        if f"={cluster.temp_dir}/" in proc or str(cluster.marker) in proc:
+            try:
+                os.kill(int(proc.split()[0]), signal.SIGKILL)
+            except OSError:
+                pass
+    head.proc.wait(30)  # (not finish(): the dead script's orphans may still hold its pipe)
+    assert worker.finish(timeout=180) == 1, worker.output
+    assert "this node's Ray stopped without word from the head that its run ended" in worker.output
+    assert "the head's run ended:" not in worker.output

@@ -1,0 +1,184 @@
+# shellcheck shell=bash
+# lock.sh: this user's private node-local directory, the kernel locks kept in it (one run per
+# Ray, bin/eval against training), and the marker that the processes of a run carry.
+#
+# Shared nodes: nothing here lives in a place another user can write. The directory is
+# /tmp/agentcore-slime-<uid> (node-local: a home on NFS is shared by head and workers), made
+# mode 0700 and refused if anyone else made it. A lock is flock(2) on a file in it: the kernel
+# releases it when its holder dies (no PID reuse, no takeover race); the file is never
+# unlinked (unlink + re-create would let two runs lock different inodes). The lock is held by
+# a small python3 child that opened the file without following links (O_NOFOLLOW) and
+# close-on-exec, and that dies with this script (PR_SET_PDEATHSIG): no other child of the
+# script (`ray start --block`, Ray's daemons, background loops) ever has the locked file open.
+
+# toolkit_runtime_dir: this user's private node-local directory (TOOLKIT_RUNTIME_DIR overrides).
+toolkit_runtime_dir() {
+  printf '%s' "${TOOLKIT_RUNTIME_DIR:-/tmp/agentcore-slime-$(id -u)}"
+}
+
+# owner_name UID: the user name of UID (the number when it has none).
+owner_name() { # <uid>
+  getent passwd "$1" 2>/dev/null | cut -d: -f1 | grep . || printf 'uid %s' "$1"
+}
+
+# ensure_private_dir DIR: make DIR mode 0700, or accept an existing DIR only when it is a real
+# directory (not a link) of this uid that no one else can write, in a parent where no one else
+# can rename it away (not writable by others, or sticky like /tmp). Exit 2 naming the problem.
+ensure_private_dir() { # <dir>
+  local dir=${1%/} parent uid owner mode type
+  uid=$(id -u)
+  parent=$(dirname "$dir")
+  read -r mode type < <(stat -c '%a %F' -- "$parent" 2>/dev/null) ||
+    die "cannot create $dir: $parent does not exist (set TOOLKIT_RUNTIME_DIR to a directory of yours on this node)" 2
+  if (((8#$mode & 8#022) != 0 && (8#$mode & 8#1000) == 0)); then
+    die "$parent is writable by other users and not sticky (mode $mode): $dir would not be private (set TOOLKIT_RUNTIME_DIR to a directory under one only you can write)" 2
+  fi
+  mkdir -m 700 -- "$dir" 2>/dev/null || true
+  read -r owner mode type < <(stat -c '%u %a %F' -- "$dir" 2>/dev/null) ||
+    die "cannot create $dir (set TOOLKIT_RUNTIME_DIR to a directory of yours on this node)" 2
+  [[ $type == directory ]] ||
+    die "$dir is a $type, not a directory of yours: refusing to use it (remove it, or set TOOLKIT_RUNTIME_DIR)" 2
+  [[ $owner == "$uid" ]] ||
+    die "$dir belongs to $(owner_name "$owner"), not to you: another user made it, so the toolkit cannot keep its locks there (ask them or root to remove it, or set TOOLKIT_RUNTIME_DIR to a directory only you can write)" 2
+  (((8#$mode & 8#022) == 0)) ||
+    die "$dir is writable by other users (mode $mode): refusing it (chmod 700 $dir)" 2
+}
+
+# lock_slot KIND KEY: the name of a lock (and of the marker of the processes under it):
+# KIND plus a hash of KEY (a Ray temp dir, a GPU list), e.g. ray-3f2a9c0d41b6e7f8.
+lock_slot() { # <kind> <key>
+  local sum
+  sum=$(printf '%s' "$2" | sha256sum)
+  printf '%s-%s' "$1" "${sum:0:16}"
+}
+
+# The lock helper (python3): opens LOCK with O_NOFOLLOW|O_CLOEXEC, checks that it is a regular
+# file of this uid with one link, the file now at that path (lstat = fstat), then flock()s it.
+# `hold`: LOCK_EX, retried for WAIT seconds (a bin/eval probe holds a lock for microseconds);
+# on success it writes INFO into the file (through the checked descriptor), prints `locked`,
+# and stays until it is killed or this script (PARENT) dies. `probe`: LOCK_SH, released at
+# once: prints `free`. Both print `held <first line of the file>` when another process holds
+# it, or `error <reason>`. INT/TERM/HUP are ignored: Ctrl-C must not release the lock before
+# the cleanup that it protects has run.
+TOOLKIT_LOCK_HELPER='
+import ctypes, fcntl, os, signal, stat, sys, time
+path, mode, info, parent, wait = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(sig, signal.SIG_IGN)
+def done(word, text=""):
+    print(" ".join((word, text)) if text else word, flush=True)
+    sys.exit(0)
+try:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+except OSError as err:
+    done("error", "cannot open %s without following links (%s)" % (path, err.strerror))
+st, lst = os.fstat(fd), os.lstat(path)
+if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_nlink != 1:
+    done("error", "%s is not a plain file of yours (remove it)" % path)
+if (st.st_dev, st.st_ino) != (lst.st_dev, lst.st_ino):
+    done("error", "%s changed while it was opened (remove it)" % path)
+kind = fcntl.LOCK_SH if mode == "probe" else fcntl.LOCK_EX
+deadline = time.monotonic() + wait
+while True:
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        break
+    except BlockingIOError:
+        if time.monotonic() >= deadline:
+            line = os.pread(fd, 512, 0).decode("utf-8", "replace").splitlines()[:1]
+            done("held", "".join(c for c in "".join(line) if c.isprintable()))
+        time.sleep(0.05)
+if mode == "probe":
+    done("free")
+os.ftruncate(fd, 0)
+os.pwrite(fd, (info + "\n").encode(), 0)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the script that holds the lock
+if os.getppid() != parent:
+    sys.exit(1)
+print("locked", flush=True)
+null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(null, 1)
+os.dup2(null, 2)  # never keep the log pipe of the script open
+while True:
+    signal.pause()
+'
+
+# take_lock LOCK INFO: hold the kernel lock LOCK for the rest of this script (INFO, e.g.
+# "PID EXP_ID", is written into it for the message of a run that finds it held). Returns 0
+# when held (TOOLKIT_LOCK_PID = the holder), 1 when another process holds it (TOOLKIT_LOCK_HOLDER
+# = its INFO); exits 2 when LOCK is unsafe. Only one lock per script.
+take_lock() { # <lock-file> <info>
+  local reply="" me=$BASHPID fd
+  TOOLKIT_LOCK_HOLDER=
+  exec {fd}< <(exec python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$1" hold "$2" "$me" "${TOOLKIT_LOCK_WAIT:-1}" </dev/null)
+  TOOLKIT_LOCK_PID=$!
+  read -r reply <&"$fd" || true
+  exec {fd}<&-
+  case $reply in
+    locked) return 0 ;;
+    held*) TOOLKIT_LOCK_HOLDER=${reply#held} ;;
+    "error "*) release_lock && die "${reply#error }" 2 ;;
+    *) release_lock && die "could not take the lock $1 (python3 failed: see above)" ;;
+  esac
+  release_lock
+  TOOLKIT_LOCK_HOLDER=${TOOLKIT_LOCK_HOLDER# }
+  return 1
+}
+
+# probe_lock LOCK: true when no one holds LOCK (or it does not exist); otherwise false with
+# TOOLKIT_LOCK_HOLDER = the holder's INFO. Takes nothing.
+probe_lock() { # <lock-file>
+  local reply
+  TOOLKIT_LOCK_HOLDER=
+  [[ -e $1 || -L $1 ]] || return 0
+  reply=$(python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$1" probe "" "$BASHPID" 0 </dev/null) || true
+  case $reply in
+    free) return 0 ;;
+    held*) TOOLKIT_LOCK_HOLDER=${reply#held} TOOLKIT_LOCK_HOLDER=${TOOLKIT_LOCK_HOLDER# } && return 1 ;;
+    "error "*) die "${reply#error }" 2 ;;
+    *) die "could not check the lock $1 (python3 failed: see above)" ;;
+  esac
+}
+
+# release_lock: let go of the lock this script holds (the file stays: never unlinked).
+release_lock() {
+  local pid=${TOOLKIT_LOCK_PID:-}
+  TOOLKIT_LOCK_PID=
+  [[ -n $pid ]] || return 0
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# run_marker_env SLOT: the environment entry that marks every process a run starts under the
+# lock SLOT (Ray's daemons and workers inherit it from `ray start`, SGLang engines and the
+# router from the Ray workers that start them; bin/eval's SGLang from eval.sh).
+run_marker_env() { # <slot>
+  printf 'AGENTCORE_SLIME_RUN=%s' "$1"
+}
+
+# acquire_eval_lock NAME: bin/eval's lock. With CUDA_VISIBLE_DEVICES unset the evaluation would
+# use this node's GPUs from 0 up, as training does: refused, naming the run, while one of this
+# user's training runs holds its lock here. Then one evaluation per GPU set (CUDA_VISIBLE_DEVICES,
+# or all): a held eval lock is refused naming that evaluation. Sets TOOLKIT_RUN_SLOT.
+acquire_eval_lock() { # <name>
+  local dir gpus=${CUDA_VISIBLE_DEVICES:-all} lock holder_pid holder_name
+  dir=$(toolkit_runtime_dir)
+  ensure_private_dir "$dir"
+  if [[ $gpus == all ]]; then
+    for lock in "$dir"/ray-*.lock; do
+      [[ -f $lock ]] || continue
+      probe_lock "$lock" && continue
+      read -r holder_pid holder_name <<<"$TOOLKIT_LOCK_HOLDER"
+      die "training run ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs (wait for it to end, or give this evaluation GPUs of its own: CUDA_VISIBLE_DEVICES=6,7 bin/eval ...)"
+    done
+  else
+    say "evaluating on GPUs $gpus (CUDA_VISIBLE_DEVICES): not checking for a training run here"
+  fi
+  TOOLKIT_RUN_SLOT=$(lock_slot eval "$gpus")
+  lock="$dir/$TOOLKIT_RUN_SLOT.lock"
+  if ! take_lock "$lock" "$$ $1"; then
+    read -r holder_pid holder_name <<<"$TOOLKIT_LOCK_HOLDER"
+    die "another evaluation uses these GPUs ($gpus): ${holder_name:-?} (PID ${holder_pid:-?}) (wait for it to end, or set CUDA_VISIBLE_DEVICES to other GPUs)"
+  fi
+}
