@@ -184,9 +184,11 @@ def _two_node_run_through_proxy(
         assert head.finish(timeout=240) == 0, head.output + "\n--- worker:\n" + worker.output
     finally:
         for run in (head, worker):  # a failed run stops here, not in another test's Ray
-            if run is not None and run.proc.poll() is None:
+            if run is None:
+                continue
+            if run.proc.poll() is None:
                 run.proc.send_signal(signal.SIGTERM)
-                run.finish(timeout=120)
+            run.finish(timeout=120)  # also closes the output pipe of a run that ended by itself
         if proxy is not None:
             proxy.stop()
     assert worker is not None and proxy is not None

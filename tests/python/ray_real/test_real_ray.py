@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,13 @@ def _script_pid(cluster: Cluster) -> int:
     """train.sh's PID, from the line that opens its last attempt in train.log."""
     log = (cluster.run_dir() / "train.log").read_text()
     return int(log.split("attempt started")[-1].split("(pid ")[1].split(")")[0])
+
+
+def _wait_until_gone(pid: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still alive {timeout}s after SIGKILL"
+        time.sleep(0.1)
 
 
 def _assert_clean(cluster: Cluster, run: Run) -> None:
@@ -230,12 +238,20 @@ def test_engines_carry_the_run_marker_and_a_crashed_runs_orphans_are_stopped(
     [engine] = seen["engines"]
     assert engine["marker"] == slot, seen
     assert _alive(int(engine["pid"]))
-    os.kill(_script_pid(cluster), signal.SIGKILL)
-    first.finish()
+    script_pid = _script_pid(cluster)
+    os.kill(script_pid, signal.SIGKILL)
+    _wait_until_gone(script_pid)
     assert _alive(int(engine["pid"])), "the orphan should outlive the crashed script"
     cluster.marker.unlink()
+    # the user's fix before the rerun, made in the rendered script as users debug: the job no
+    # longer sleeps (the first run's long sleep only kept it busy while it was killed)
+    script = cluster.run_dir() / "train.sh"
+    rendered = script.read_text()
+    assert "  --probe-sleep\n  120\n" in rendered
+    script.write_text(rendered.replace("  --probe-sleep\n  120\n", "  --probe-sleep\n  0\n"))
     rerun = _script(cluster)
     rerun_status = rerun.finish(timeout=240)
+    first.finish(timeout=30)  # bin/train's output pipe was held by the crashed run's job client
     assert not _alive(int(engine["pid"])), f"the crashed run's orphan is still running:\n{rerun.output}"
     assert (
         "stopped " in rerun.output
