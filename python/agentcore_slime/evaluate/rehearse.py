@@ -1,0 +1,452 @@
+"""``bin/eval --rehearse``: try the wiring of a run on CPU, before any GPU is reserved.
+
+A few rows of the training data run as real episodes: the user's own agent (ACR or
+``AGENT_URL``), their bucket, the real gateway in its own process (as in training), and in place
+of SGLang the stand-in policy of :mod:`.standin` (it calls the first tool offered once, then
+answers a fixed text). The episodes go through the evaluation's episode code
+(:class:`~agentcore_slime.evaluate.episodes.EpisodeRunner`, the training launcher, the S3 result
+watcher), so what fails here fails in training. What the episodes show becomes one line per
+check, in bin/doctor's format (``PASS|WARN|FAIL rehearse.<check>: found (fix: how)``):
+
+- ``data``: the rows' metadata are objects (the agent's payload);
+- ``bucket``: the results bucket answers a HEAD from this machine;
+- ``gateway``: the gateway started, and the address it gives agents is one they can reach
+  (loopback is refused for an ACR agent);
+- ``agent``: the agent takes the invocation;
+- ``agent-reaches-gateway``: the agent called the model through the gateway;
+- ``payload``: the agent did not crash on the payload before its first model call;
+- ``tool-call``: the agent ran the tool the stand-in called and came back to the model;
+- ``results``: its result landed under ``s3://<bucket>/<exp_id>/<input_id>/``;
+- ``reward``: the result holds a readable reward.
+
+The episodes are written as bin/eval writes them (``episodes.jsonl``, ``summary.json``) plus
+the report's episode records (``episodes/eval-0-rehearsal.jsonl``): ``bin/report <out dir>``
+shows every call of every episode. Exit status: 0 no check failed, 1 a check failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, NoReturn
+
+from agentcore_slime.observe.records import CallRecord, EpisodeRecord
+from agentcore_slime.observe.runlog import EPISODES_DIR, write_whole
+from agentcore_slime.preflight.report import Result, Status, exit_status, failed, passed, summary, warned
+from agentcore_slime.rundir import private_dir
+from agentcore_slime.settings.config import ToolkitConfig
+
+from .cli import UsageError, load_payloads, read_config, start_gateway
+from .episodes import Episode, EpisodeRunner, run_all
+from .standin import ANSWER, SessionLog, StandInEngine, StandInPolicy
+from .summary import summarize
+
+PROG = "bin/eval --rehearse"
+DEFAULT_ROWS = 2
+#: the dataset name the report's episode browser shows the rehearsal under
+DATASET = "rehearsal"
+BANNER = (
+    "*** REHEARSAL: a STAND-IN POLICY plays the model (no SGLang, no GPU, no weights): it calls "
+    "the first tool offered once, then answers {answer!r}. Rewards say nothing about any model. ***"
+)
+#: words an agent's error uses when it cannot open a connection to the model's address
+_UNREACHABLE_WORDS = ("connect", "unreachable", "reach the", "timed out", "name or service", "no route")
+
+logger = logging.getLogger(__name__)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see python -m agentcore_slime.evaluate.rehearse --help)")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (what bin/eval --rehearse runs once the env file is validated)."""
+    p = _Parser(prog="python -m agentcore_slime.evaluate.rehearse", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", required=True, help="the rehearsal's toolkit.yaml (bin/eval renders it)")
+    p.add_argument("--model-dir", required=True, help="the model's HF directory (its tokenizer only)")
+    p.add_argument("--data", required=True, help="JSONL rows whose metadata are the agent's payloads")
+    p.add_argument("--limit", type=int, default=DEFAULT_ROWS, help=f"rows to run (default {DEFAULT_ROWS})")
+    p.add_argument("--out-dir", required=True, help="where the episodes and checks are written")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def say(message: str) -> None:
+    """One progress line on stderr."""
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+class RecordingGateway:
+    """The gateway, keeping each session's call traces as the episode runner reads them (it
+    deletes the session right after): the diagnosis and the report's records need the calls."""
+
+    def __init__(self, gateway: Any) -> None:
+        self.gateway = gateway
+        self.calls: dict[str, list[Any]] = {}
+
+    def create_session(self, session_id: str, sampling_params: dict[str, Any]) -> str:
+        return str(self.gateway.create_session(session_id, sampling_params))
+
+    def traces(self, session_id: str) -> list[Any]:
+        traces = list(self.gateway.traces(session_id))
+        self.calls[session_id] = traces
+        return traces
+
+    def delete_session(self, session_id: str) -> None:
+        self.gateway.delete_session(session_id)
+
+
+# --------------------------------------------------------------------------- diagnosis
+@dataclass(frozen=True)
+class Finding:
+    """Where one failed episode broke, as a check name, what was seen and its fix."""
+
+    check: str
+    found: str
+    fix: str
+
+
+#: the episode checks in the order an episode passes them
+STAGES = ("data", "agent", "agent-reaches-gateway", "payload", "tool-call", "results", "reward")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the fixes name: the agent, the gateway's address, where results go."""
+
+    agent: str
+    acr: bool
+    gateway_url: str
+    results: str
+
+
+def _unreachable(detail: str) -> bool:
+    lowered = detail.lower()
+    return any(word in lowered for word in _UNREACHABLE_WORDS)
+
+
+def diagnose(episode: Episode, log: SessionLog, wiring: Wiring) -> Finding | None:
+    """Where ``episode`` broke (None when it returned a reward).
+
+    :param episode: the episode as the evaluation recorded it.
+    :param log: what the stand-in policy did in its session.
+    :param wiring: the rehearsal's agent, gateway address and results prefix.
+    """
+    if episode.ok:
+        return None
+    code, detail, sid = episode.failure_reason, episode.failure_detail or "", episode.session_id[:8]
+    where = f"session {sid}: {detail}"
+    if code == "bad_metadata":
+        return Finding("data", f"row {episode.row}: {detail}",
+                       "each line needs a 'metadata' object: it is the agent's payload")
+    if code == "invoke_error":
+        fix = ("check AGENT_RUNTIME_ARN (and its region) and that these credentials may call "
+               "bedrock-agentcore:InvokeAgentRuntime" if wiring.acr
+               else "start the agent, and check AGENT_URL")
+        return Finding("agent", f"invoking {wiring.agent} failed ({where})", fix)
+    if episode.turns == 0 and log.calls == 0:
+        if code == "timeout" or _unreachable(detail):
+            return Finding(
+                "agent-reaches-gateway",
+                f"the agent never reached the gateway at {wiring.gateway_url} ({where})",
+                "the agent must reach this node's address: on ACR run the runtime in VPC mode in a "
+                "subnet that routes to this node and open GATEWAY_PORT (set it, not 0) to it in the "
+                "node's security group; or set GATEWAY_HOST to this node's address in that network",
+            )
+        return Finding("payload", f"the agent crashed on the payload of row {episode.row} before calling "
+                       f"the model ({where})",
+                       "the payload is the row's metadata plus _rollout: make DATA_PATH rows fit what the "
+                       "agent reads (the agent's log for that session says more)")
+    if code in ("agent_crashed", "gateway_error", "other") and log.tool_called and episode.turns <= 1:
+        return Finding("tool-call", f"the agent failed after the stand-in called {log.tool_called}"
+                       f"({log.tool_arguments}) ({where})",
+                       "the tool must cope with any arguments its schema allows: see the agent's log "
+                       "for that session")
+    if code == "timeout":
+        return Finding("results", f"no result landed under {wiring.results} although the agent talked to "
+                       f"the model ({episode.turns} calls; {where})",
+                       "the agent must write s3://<_rollout.s3_bucket>/<exp_id>/<input_id>/<session id>.json "
+                       "(agentcore-rl-toolkit's app does); give its role (ACR: the execution role) "
+                       "s3:PutObject on the bucket")
+    return Finding("reward", f"the result has no readable reward ({where})",
+                   "the agent's result must be {\"rewards\": <number>} with status_code 200")
+
+
+def episode_checks(
+    episodes: Sequence[Episode], logs: dict[str, SessionLog], wiring: Wiring
+) -> list[Result]:
+    """One line per episode check: FAIL where episodes broke (the first one's detail), PASS
+    where every episode that got there went on; a check no episode reached has no line.
+
+    :param episodes: the rehearsal's episodes.
+    :param logs: the stand-in's record of each session.
+    :param wiring: the rehearsal's agent, gateway address and results prefix.
+    """
+    findings = {e.session_id: diagnose(e, logs.get(e.session_id, SessionLog()), wiring) for e in episodes}
+
+    def stage(episode: Episode) -> int:
+        finding = findings[episode.session_id]
+        return STAGES.index(finding.check) if finding else len(STAGES)
+
+    results = []
+    for index, check in enumerate(STAGES):
+        broke = [e for e in episodes if stage(e) == index]
+        went_on = [e for e in episodes if stage(e) > index]
+        name = f"rehearse.{check}"
+        if broke:
+            finding = findings[broke[0].session_id]
+            assert finding is not None
+            count = f"{len(broke)} of {len(episodes)} episodes: " if len(episodes) > 1 else ""
+            results.append(failed(name, count + finding.found, finding.fix))
+        elif went_on:
+            results.append(_passed(check, went_on, logs, wiring))
+    return results
+
+
+def _passed(check: str, episodes: Sequence[Episode], logs: dict[str, SessionLog], wiring: Wiring) -> Result:
+    n, name = len(episodes), f"rehearse.{check}"
+    if check == "tool-call":
+        return _tool_check(episodes, logs)
+    texts = {
+        "data": f"{n} rows' metadata are objects (the agent's payloads)",
+        "agent": f"{wiring.agent} took {n} invocation(s)",
+        "agent-reaches-gateway": f"the agent called the model at {wiring.gateway_url} ({n} episodes)",
+        "payload": f"the agent took the payload of {n} row(s) and went on to the model",
+        "results": f"{n} result(s) landed under {wiring.results}",
+        "reward": "rewards read: " + ", ".join(f"{e.reward:g}" for e in episodes if e.reward is not None),
+    }
+    return passed(name, texts[check])
+
+
+def _tool_check(episodes: Sequence[Episode], logs: dict[str, SessionLog]) -> Result:
+    sessions = [logs.get(e.session_id, SessionLog()) for e in episodes]
+    problem = next((log.problem for log in sessions if log.problem), "")
+    if problem:
+        return failed("rehearse.tool-call", f"{problem}: the gateway would not see the model's tool calls",
+                      "set SGLANG_TOOL_CALL_PARSER (or RENDERER_FAMILY) to the model's tool-call format")
+    called = [(log, e) for log, e in zip(sessions, episodes, strict=True) if log.tool_called]
+    if not called:
+        return warned("rehearse.tool-call", "no tool found in the prompt: tool calls were not rehearsed",
+                      "if the agent offers tools, its chat template writes them in a form the stand-in "
+                      "cannot read (it looks for JSON tool specs); the rest of the wiring was tried")
+    back = sum(1 for _, e in called if e.turns >= 2)
+    tools = sorted({log.tool_called for log, _ in called})
+    return passed("rehearse.tool-call", f"the agent ran {', '.join(tools)} for the stand-in's call and came "
+                  f"back to the model ({back} of {len(called)} episodes)")
+
+
+# --------------------------------------------------------------------------- steps
+def check_bucket(config: ToolkitConfig) -> Result:
+    """HEAD the results bucket from this machine (what the rollout lists results in)."""
+    import boto3
+    import botocore.exceptions
+
+    session = boto3.session.Session(region_name=config.region) if config.region else boto3.session.Session()
+    bucket = config.s3_bucket
+    try:
+        session.client("s3").head_bucket(Bucket=bucket)
+    except botocore.exceptions.ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", "error"))
+        if code in ("404", "NoSuchBucket"):
+            return failed("rehearse.bucket", f"s3://{bucket} does not exist",
+                          "create it (aws s3 mb s3://<name>) or fix S3_BUCKET")
+        return failed("rehearse.bucket", f"s3://{bucket} answers {code}",
+                      "these credentials need s3:ListBucket and s3:GetObject on it (the agent's role "
+                      "s3:PutObject); check S3_BUCKET and its region")
+    except botocore.exceptions.BotoCoreError as exc:
+        return failed("rehearse.bucket", f"cannot reach S3 for s3://{bucket}: {exc}",
+                      "check the network, the credentials and AWS_ENDPOINT_URL_S3")
+    return passed("rehearse.bucket", f"s3://{bucket} answers from this machine")
+
+
+def check_gateway_address(url: str, acr: bool) -> Result:
+    """The address agents are given: an ACR agent can never reach a loopback one."""
+    host = url.split("//", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    if acr and (host.startswith("127.") or host in ("::1", "localhost")):
+        return failed("rehearse.gateway", f"the gateway gives agents {url}, a loopback address no ACR agent "
+                      "can reach", "unset GATEWAY_HOST (the gateway then serves every interface and gives "
+                      "this node's address) or set it to this node's address in the agent's network")
+    return passed("rehearse.gateway", f"the real gateway serves the stand-in policy at {url}")
+
+
+async def _episodes(
+    config: ToolkitConfig, gateway: RecordingGateway, payloads: list[Any], input_id: str
+) -> list[Episode]:
+    from agentcore_slime.episodes import make_runner
+
+    sampling = {"temperature": 1.0, "max_new_tokens": 1024}
+    with ThreadPoolExecutor(max_workers=config.max_pool_connections, thread_name_prefix="rehearse-io") as pool:
+        launcher = make_runner(config, pool)
+        try:
+            runner = EpisodeRunner(gateway, launcher, pool, input_id, sampling)
+            return await run_all(runner, payloads, 1, config.max_concurrent)
+        finally:
+            await launcher.close()
+
+
+def records(episodes: Sequence[Episode], calls: dict[str, list[Any]]) -> list[EpisodeRecord]:
+    """The report's episode records (``episodes/eval-0-rehearsal.jsonl``), every call included."""
+    return [
+        EpisodeRecord(
+            session_id=e.session_id,
+            group=e.row,
+            index=number,
+            reward=e.reward,
+            failure_class=e.failure_class,
+            reason=e.failure_detail or "",
+            seconds=e.seconds,
+            calls=[CallRecord.from_trace(trace) for trace in calls.get(e.session_id, [])],
+            dataset=DATASET,
+            failure=e.failure_reason or "",
+        )
+        for number, e in enumerate(episodes)
+    ]
+
+
+def write_outputs(out_dir: Path, episodes: Sequence[Episode], calls: dict[str, list[Any]],
+                  checks: Sequence[Result], settings: dict[str, Any], seconds: float) -> None:
+    """Write what bin/eval writes (``episodes.jsonl``, ``summary.json`` with ``rehearsal: true``
+    and the checks) plus the report's records, each file whole and private."""
+    write_whole(out_dir / "episodes.jsonl", "".join(json.dumps(asdict(e)) + "\n" for e in episodes))
+    folder = private_dir(out_dir / EPISODES_DIR)
+    write_whole(folder / f"eval-0-{DATASET}.jsonl",
+                "".join(json.dumps(r.to_json()) + "\n" for r in records(episodes, calls)))
+    document = {
+        "rehearsal": True,
+        "stand_in_policy": f"calls the first tool offered once, then answers {ANSWER!r}",
+        "checks": [{**asdict(c), "status": c.status.value} for c in checks],
+        **summarize(list(episodes), 1, seconds),
+        "settings": settings,
+    }
+    write_whole(out_dir / "summary.json", json.dumps(document, indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    """Run the rehearsal; return its exit status.
+
+    :param argv: arguments (default: ``sys.argv[1:]``).
+    """
+    try:
+        args = parser().parse_args(argv)
+        if args.limit < 1:
+            raise UsageError(f"--limit {args.limit} must be at least 1")
+        if not Path(args.data).is_file():
+            raise UsageError(f"--data {args.data} does not exist (point it at the training JSONL)")
+        config = read_config(args.config)
+        payloads = load_payloads(args.data, args.limit)
+    except UsageError as exc:
+        say(str(exc))
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return rehearse(config, payloads, args.model_dir, out_dir)
+
+
+def _print(results: Sequence[Result], banner: str) -> None:
+    print(banner)
+    for result in results:
+        print(result.line())
+    sys.stdout.flush()
+
+
+def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
+             episode_timeout: float | None = None) -> int:
+    """Run the checks and the episodes; print one line per check; write the outputs.
+
+    :param config: the run's settings (agent, bucket, gateway).
+    :param payloads: the rows' metadata.
+    :param model_dir: the model's HF directory (tokenizer and chat template).
+    :param out_dir: where the outputs go.
+    :param episode_timeout: seconds an episode may take (default ``ACR_TIMEOUT``).
+    """
+    if episode_timeout is not None:
+        config = replace(config, acr_timeout=episode_timeout)
+    banner = BANNER.format(answer=ANSWER)
+    say(banner)
+    acr = bool(config.agent_runtime_arn)
+    checks: list[Result] = [_data_check(payloads)]
+    checks.append(check_bucket(config))
+    if checks[-1].status is Status.FAIL:
+        return _finish(checks, banner, out_dir, [], {}, {}, {"skipped": "the bucket check failed"}, 0.0)
+    input_id = f"rehearsal-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    policy = StandInPolicy(model_dir, config.renderer_family, config.sglang_tool_call_parser,
+                           config.sglang_reasoning_parser)
+    engine = StandInEngine(policy)
+    engine.start()
+    try:
+        return _with_engine(config, payloads, model_dir, out_dir, engine, checks, banner, input_id, acr, started)
+    finally:
+        engine.stop()
+
+
+def _data_check(payloads: list[Any]) -> Result:
+    bad = [i for i, p in enumerate(payloads) if not isinstance(p, dict)]
+    if bad:
+        return failed("rehearse.data", f"row {bad[0]}'s metadata is {type(payloads[bad[0]]).__name__}, "
+                      "not an object", "each line needs a 'metadata' object: it is the agent's payload")
+    return passed("rehearse.data", f"{len(payloads)} row(s), each with a metadata object (the agent's payload)")
+
+
+def _with_engine(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
+                 engine: StandInEngine, checks: list[Result], banner: str, input_id: str, acr: bool,
+                 started: float) -> int:
+    try:
+        gateway = start_gateway(config, SimpleNamespace(model_dir=model_dir, engine_url=engine.url,
+                                                        context_length=None))
+    except (RuntimeError, ValueError, OSError) as exc:
+        checks.append(failed("rehearse.gateway", f"the gateway cannot start: {exc}",
+                             "GATEWAY_HOST must be an address of this machine (or unset), GATEWAY_PORT "
+                             "free (or 0)"))
+        return _finish(checks, banner, out_dir, [], {}, {}, {"skipped": "the gateway did not start"}, 0.0)
+    recording = RecordingGateway(gateway)
+    results = f"s3://{config.s3_bucket}/{config.exp_id}/{input_id}/"
+    agent = f"ACR runtime {config.agent_runtime_arn}" if acr else f"the agent at {config.agent_url}"
+    wiring = Wiring(agent, acr, gateway.url, results)
+    try:
+        checks.append(check_gateway_address(gateway.url, acr))
+        say(f"{len(payloads)} episode(s) of {agent} through {gateway.url}; results under {results}")
+        episodes = asyncio.run(_episodes(config, recording, [p for p in payloads], input_id))
+    finally:
+        gateway.shutdown()
+    checks += [c for c in episode_checks(episodes, policy_logs(engine), wiring) if c.check != "rehearse.data"]
+    settings = {"agent": config.agent_runtime_arn or config.agent_url, "transport": "acr" if acr else "local",
+                "gateway_url": gateway.url, "s3_results": results, "model_dir": model_dir,
+                "acr_timeout": config.acr_timeout, "config": config.source}
+    return _finish(checks, banner, out_dir, episodes, recording.calls, policy_logs(engine), settings,
+                   time.monotonic() - started)
+
+
+def policy_logs(engine: StandInEngine) -> dict[str, SessionLog]:
+    """The stand-in's record of each session (its key is the gateway session id)."""
+    return dict(engine.policy.sessions)
+
+
+def _finish(checks: list[Result], banner: str, out_dir: Path, episodes: Sequence[Episode],
+            calls: dict[str, list[Any]], logs: dict[str, SessionLog], settings: dict[str, Any],
+            seconds: float) -> int:
+    del logs  # the checks already say what the stand-in saw
+    write_outputs(out_dir, episodes, calls, checks, settings, seconds)
+    _print(checks, banner)
+    print(f"results: {out_dir} (bin/report {out_dir} shows every call)")
+    say(summary(checks))
+    return exit_status(checks)
+
+
+Runner = Callable[[list[str] | None], int]
+
+if __name__ == "__main__":  # python -m agentcore_slime.evaluate.rehearse
+    raise SystemExit(main())
