@@ -29,6 +29,7 @@ import pytest
 from agentcore_slime.evaluate import rehearse
 from agentcore_slime.report.build import load_run
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
+from fakes.netns_agent import NetnsAgent
 from fakes.s3 import LocalS3
 from fakes.toy_tokenizer import build_toy_tokenizer
 
@@ -215,3 +216,20 @@ def test_missing_data_exits_2_before_anything_starts(stand: Stand, tmp_path: Pat
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"bin/eval: DATA_PATH {tmp_path / 'missing.jsonl'} does not exist" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_agent_whose_network_does_not_reach_the_gateway_is_one_line(stand: Stand, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The agent (in a network namespace of its own, reaching only S3) is invoked through ACR, and
+    the gateway's address refuses it: its app writes the error result the rehearsal reads."""
+    env = {**os.environ, **stand.s3.env(), "MATH_AGENT_PROTOCOL": "chat"}
+    with NetnsAgent(tmp_path, stand.s3.url, env) as agent:
+        assert _rehearse_acr(stand, tmp_path, monkeypatch, agent_url=agent.url) == 1
+    lines = _lines(capsys.readouterr().out)
+    line = lines["rehearse.agent-reaches-gateway"]
+    assert line.startswith("FAIL rehearse.agent-reaches-gateway: 2 of 2 episodes: the agent never reached the "
+                           "gateway at http://"), line
+    assert "cannot reach the policy model" in line and "(fix: the agent must reach this node's address" in line
+    assert lines["rehearse.agent"].startswith("PASS")
+    assert [n for n, text in lines.items() if text.startswith("FAIL")] == ["rehearse.agent-reaches-gateway"]
