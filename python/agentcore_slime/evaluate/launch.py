@@ -146,9 +146,10 @@ def _rehearse(
     from .rehearse_launch import run_rehearsal
 
     if args.checkpoint:
-        raise ConfigError("--checkpoint has no use with --rehearse", "a rehearsal serves no model: leave it out")
+        raise ConfigError("--checkpoint has no use with --rehearse", "a rehearsal serves no model: drop it")
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
-    paths = RunPaths(repo=repo, run_dir=runs_dir / str(config["EXP_ID"]), env_file=str(env_file), command=command)
+    run_dir = runs_dir / str(config["EXP_ID"])
+    paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
     return run_rehearsal(config, paths, args.limit, args.dry_run, say)
 
 

@@ -33,11 +33,10 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, NoReturn
 
 from agentcore_slime.observe.records import CallRecord, EpisodeRecord
@@ -286,7 +285,8 @@ async def _episodes(
     from agentcore_slime.episodes import make_runner
 
     sampling = {"temperature": 1.0, "max_new_tokens": 1024}
-    with ThreadPoolExecutor(max_workers=config.max_pool_connections, thread_name_prefix="rehearse-io") as pool:
+    workers = config.max_pool_connections
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rehearse-io") as pool:
         launcher = make_runner(config, pool)
         try:
             runner = EpisodeRunner(gateway, launcher, pool, input_id, sampling)
@@ -380,7 +380,7 @@ def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir
     checks: list[Result] = [_data_check(payloads)]
     checks.append(check_bucket(config))
     if checks[-1].status is Status.FAIL:
-        return _finish(checks, banner, out_dir, [], {}, {}, {"skipped": "the bucket check failed"}, 0.0)
+        return _finish(checks, banner, out_dir, [], {}, {"skipped": "the bucket check failed"}, 0.0)
     input_id = f"rehearsal-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     policy = StandInPolicy(model_dir, config.renderer_family, config.sglang_tool_call_parser,
@@ -388,7 +388,8 @@ def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir
     engine = StandInEngine(policy)
     engine.start()
     try:
-        return _with_engine(config, payloads, model_dir, out_dir, engine, checks, banner, input_id, acr, started)
+        return _with_engine(config, payloads, model_dir, out_dir, engine, checks, banner, input_id, acr,
+                            started)
     finally:
         engine.stop()
 
@@ -398,20 +399,21 @@ def _data_check(payloads: list[Any]) -> Result:
     if bad:
         return failed("rehearse.data", f"row {bad[0]}'s metadata is {type(payloads[bad[0]]).__name__}, "
                       "not an object", "each line needs a 'metadata' object: it is the agent's payload")
-    return passed("rehearse.data", f"{len(payloads)} row(s), each with a metadata object (the agent's payload)")
+    return passed("rehearse.data",
+                  f"{len(payloads)} row(s), each with a metadata object (the agent's payload)")
 
 
 def _with_engine(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
                  engine: StandInEngine, checks: list[Result], banner: str, input_id: str, acr: bool,
                  started: float) -> int:
     try:
-        gateway = start_gateway(config, SimpleNamespace(model_dir=model_dir, engine_url=engine.url,
-                                                        context_length=None))
+        where = argparse.Namespace(model_dir=model_dir, engine_url=engine.url, context_length=None)
+        gateway = start_gateway(config, where)
     except (RuntimeError, ValueError, OSError) as exc:
         checks.append(failed("rehearse.gateway", f"the gateway cannot start: {exc}",
                              "GATEWAY_HOST must be an address of this machine (or unset), GATEWAY_PORT "
                              "free (or 0)"))
-        return _finish(checks, banner, out_dir, [], {}, {}, {"skipped": "the gateway did not start"}, 0.0)
+        return _finish(checks, banner, out_dir, [], {}, {"skipped": "the gateway did not start"}, 0.0)
     recording = RecordingGateway(gateway)
     results = f"s3://{config.s3_bucket}/{config.exp_id}/{input_id}/"
     agent = f"ACR runtime {config.agent_runtime_arn}" if acr else f"the agent at {config.agent_url}"
@@ -419,15 +421,14 @@ def _with_engine(config: ToolkitConfig, payloads: list[Any], model_dir: str, out
     try:
         checks.append(check_gateway_address(gateway.url, acr))
         say(f"{len(payloads)} episode(s) of {agent} through {gateway.url}; results under {results}")
-        episodes = asyncio.run(_episodes(config, recording, [p for p in payloads], input_id))
+        episodes = asyncio.run(_episodes(config, recording, payloads, input_id))
     finally:
         gateway.shutdown()
     checks += [c for c in episode_checks(episodes, policy_logs(engine), wiring) if c.check != "rehearse.data"]
     settings = {"agent": config.agent_runtime_arn or config.agent_url, "transport": "acr" if acr else "local",
                 "gateway_url": gateway.url, "s3_results": results, "model_dir": model_dir,
                 "acr_timeout": config.acr_timeout, "config": config.source}
-    return _finish(checks, banner, out_dir, episodes, recording.calls, policy_logs(engine), settings,
-                   time.monotonic() - started)
+    return _finish(checks, banner, out_dir, episodes, recording.calls, settings, time.monotonic() - started)
 
 
 def policy_logs(engine: StandInEngine) -> dict[str, SessionLog]:
@@ -436,17 +437,13 @@ def policy_logs(engine: StandInEngine) -> dict[str, SessionLog]:
 
 
 def _finish(checks: list[Result], banner: str, out_dir: Path, episodes: Sequence[Episode],
-            calls: dict[str, list[Any]], logs: dict[str, SessionLog], settings: dict[str, Any],
-            seconds: float) -> int:
-    del logs  # the checks already say what the stand-in saw
+            calls: dict[str, list[Any]], settings: dict[str, Any], seconds: float) -> int:
     write_outputs(out_dir, episodes, calls, checks, settings, seconds)
     _print(checks, banner)
     print(f"results: {out_dir} (bin/report {out_dir} shows every call)")
-    say(summary(checks))
+    say(f"{summary(checks)} (a REHEARSAL with a stand-in policy: its rewards say nothing about any model)")
     return exit_status(checks)
 
-
-Runner = Callable[[list[str] | None], int]
 
 if __name__ == "__main__":  # python -m agentcore_slime.evaluate.rehearse
     raise SystemExit(main())

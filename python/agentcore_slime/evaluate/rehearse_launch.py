@@ -46,7 +46,7 @@ def check_rehearsal(config: Config, limit: int | None) -> None:
             "point MODEL_DIR at the model's HF directory (its weights are not read)",
         )
     if limit is not None and limit < 1:
-        raise ConfigError(f"--limit {limit} must be at least 1", "pass --limit N with N >= 1, or leave it out")
+        raise ConfigError(f"--limit {limit} must be at least 1", "pass --limit N with N >= 1, or drop it")
 
 
 def command(config: Config, limit: int | None, out_dir: Path | str) -> list[str]:
@@ -92,6 +92,7 @@ def run_rehearsal(config: Config, paths: RunPaths, limit: int | None, dry_run: b
     sys.stdout.flush()
     _restore_caller_pythonpath()
     python_dir = str(paths.repo / "python")
-    os.environ["PYTHONPATH"] = python_dir + (f":{os.environ['PYTHONPATH']}" if os.environ.get("PYTHONPATH") else "")
+    caller = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = python_dir + (f":{caller}" if caller else "")
     os.execvp(words[0], words)
     return 1  # not reached

@@ -137,8 +137,10 @@ class StandInPolicy:
 
     def _turn(self, message: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
         """The ids of one assistant turn, as the renderer writes it after a generation prompt."""
-        prefix = self.renderer.render_ids(_PROBE, tools=tools, add_generation_prompt=True)
-        full = self.renderer.render_ids([*_PROBE, message], tools=tools, add_generation_prompt=False)
+        prefix: list[int] = list(self.renderer.render_ids(_PROBE, tools=tools, add_generation_prompt=True))
+        full: list[int] = list(
+            self.renderer.render_ids([*_PROBE, message], tools=tools, add_generation_prompt=False)
+        )
         if full[: len(prefix)] != prefix:
             raise ValueError(f"the {self.choice.family} renderer does not extend its generation prompt")
         turn = full[len(prefix) :]
@@ -156,7 +158,8 @@ class StandInPolicy:
 
         spec = tool["function"]
         arguments = json.dumps(placeholder_arguments(spec.get("parameters")))
-        call = {"id": "call_rehearsal", "type": "function", "function": {"name": spec["name"], "arguments": arguments}}
+        function = {"name": spec["name"], "arguments": arguments}
+        call = {"id": "call_rehearsal", "type": "function", "function": function}
         message = {"role": "assistant", "content": "", "tool_calls": [call]}
         ids = self._turn(message, [tool])
         prompt = self.renderer.render_ids(_PROBE, tools=[tool], add_generation_prompt=True)

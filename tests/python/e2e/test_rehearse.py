@@ -56,7 +56,9 @@ def stand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand]:
 
     workdir = tmp_path_factory.mktemp("rehearse")
     out = workdir / "gsm8k"
-    assert prepare_gsm8k.main(["--train", str(SAMPLE), "--validation", str(SAMPLE), "--out-dir", str(out)]) == 0
+    assert (
+        prepare_gsm8k.main(["--train", str(SAMPLE), "--validation", str(SAMPLE), "--out-dir", str(out)]) == 0
+    )
     model_dir = build_toy_tokenizer(workdir / "toy-qwen2.5")
     with LocalS3() as s3, pytest.MonkeyPatch.context() as env:
         for key, value in s3.env().items():  # before the agent's app builds its S3 client
@@ -69,10 +71,20 @@ def stand(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand]:
 
 def _env_file(stand: Stand, tmp_path: Path, **changes: str) -> Path:
     values = {
-        "EXP_ID": "rehearse-e2e", "S3_BUCKET": stand.bucket, "AGENT_URL": stand.agent_url,
-        "MODEL_DIR": str(stand.model_dir), "DATA_PATH": str(stand.train_path), "MODEL_TYPE": "qwen2.5-3B",
-        "GATEWAY_HOST": "127.0.0.1", "GATEWAY_PORT": "0", "ACR_TIMEOUT": "30", "NUM_GPUS": "1",
-        "ROLLOUT_GPUS_PER_ENGINE": "1", "TP_SIZE": "1", "ROLLOUT_BATCH_SIZE": "2", "N_SAMPLES_PER_PROMPT": "2",
+        "EXP_ID": "rehearse-e2e",
+        "S3_BUCKET": stand.bucket,
+        "AGENT_URL": stand.agent_url,
+        "MODEL_DIR": str(stand.model_dir),
+        "DATA_PATH": str(stand.train_path),
+        "MODEL_TYPE": "qwen2.5-3B",
+        "GATEWAY_HOST": "127.0.0.1",
+        "GATEWAY_PORT": "0",
+        "ACR_TIMEOUT": "30",
+        "NUM_GPUS": "1",
+        "ROLLOUT_GPUS_PER_ENGINE": "1",
+        "TP_SIZE": "1",
+        "ROLLOUT_BATCH_SIZE": "2",
+        "N_SAMPLES_PER_PROMPT": "2",
         **changes,
     }
     path = tmp_path / "rehearse.env"
@@ -88,8 +100,9 @@ def _bin_eval(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "TOOLKIT_RUNS_DIR": str(tmp_path / "runs"),
     }
     env.pop("TOOLKIT_DEBUG", None)
-    return subprocess.run([str(REPO / "bin" / "eval"), *args], env=env, capture_output=True, text=True,
-                          timeout=180, check=False)
+    return subprocess.run(
+        [str(REPO / "bin" / "eval"), *args], env=env, capture_output=True, text=True, timeout=180, check=False
+    )
 
 
 def _lines(output: str) -> dict[str, str]:
@@ -105,15 +118,38 @@ def _lines(output: str) -> dict[str, str]:
 def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, tmp_path: Path) -> None:
     done = _bin_eval(tmp_path, "--rehearse", str(_env_file(stand, tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "REHEARSAL" in done.stdout and "STAND-IN POLICY" in done.stdout and "STAND-IN POLICY" in done.stderr
+    assert (
+        "REHEARSAL" in done.stdout and "STAND-IN POLICY" in done.stdout and "STAND-IN POLICY" in done.stderr
+    )
     lines = _lines(done.stdout)
-    assert list(lines) == [f"rehearse.{c}" for c in ("data", "bucket", "gateway", "agent", "agent-reaches-gateway",
-                                                     "payload", "tool-call", "results", "reward")]
+    assert list(lines) == [
+        f"rehearse.{c}"
+        for c in (
+            "data",
+            "bucket",
+            "gateway",
+            "agent",
+            "agent-reaches-gateway",
+            "payload",
+            "tool-call",
+            "results",
+            "reward",
+        )
+    ]
     assert all(line.startswith("PASS") for line in lines.values()), done.stdout
-    assert "ran calculator for the stand-in's call and came back to the model (2 of 2" in lines["rehearse.tool-call"]
+    assert (
+        "ran calculator for the stand-in's call and came back to the model (2 of 2"
+        in lines["rehearse.tool-call"]
+    )
     assert "2 passed" not in done.stderr and "0 failed" in done.stderr
     [out_dir] = (tmp_path / "runs" / "rehearse-e2e" / "rehearsal").iterdir()
-    assert {p.name for p in out_dir.iterdir()} >= {"episodes.jsonl", "summary.json", "episodes", "toolkit.yaml", "env"}
+    assert {p.name for p in out_dir.iterdir()} >= {
+        "episodes.jsonl",
+        "summary.json",
+        "episodes",
+        "toolkit.yaml",
+        "env",
+    }
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["rehearsal"] is True and summary["episodes"] == 2 and summary["failed"] == 0
     assert [c["status"] for c in summary["checks"]] == ["PASS"] * 9
@@ -122,35 +158,65 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
     [step] = run.episode_files
     assert step.label == "eval step 0 (rehearsal)" and len(step.episodes) == 2
     first = step.episodes[0]
-    assert first.turns == 2 and first.calls[0].response_message["tool_calls"][0]["function"]["name"] == "calculator"
+    assert (
+        first.turns == 2
+        and first.calls[0].response_message["tool_calls"][0]["function"]["name"] == "calculator"
+    )
     assert any(m.get("role") == "tool" for m in first.calls[1].messages)
     assert "REHEARSAL" in str(first.calls[1].response_message["content"])
     listing = stand.s3.client().list_objects_v2(Bucket=stand.bucket, Prefix="rehearse-e2e/rehearsal-")
-    assert {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]} == {f"{e.session_id}.json" for e in step.episodes}
+    assert {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]} == {
+        f"{e.session_id}.json" for e in step.episodes
+    }
 
 
 def _toolkit_yaml(stand: Stand, tmp_path: Path, **changes: object) -> Path:
     values: dict[str, object] = {
-        "agent_runtime_arn": ARN, "agent_url": None, "s3_bucket": stand.bucket, "exp_id": "rehearse-acr",
-        "gateway_port": 0, "gateway_host": None, "acr_timeout": 30, "acr_tps_limit": 1000,
-        "result_poll_interval": 0.05, "sglang_tool_call_parser": "qwen25", **changes,
+        "agent_runtime_arn": ARN,
+        "agent_url": None,
+        "s3_bucket": stand.bucket,
+        "exp_id": "rehearse-acr",
+        "gateway_port": 0,
+        "gateway_host": None,
+        "acr_timeout": 30,
+        "acr_tps_limit": 1000,
+        "result_poll_interval": 0.05,
+        "sglang_tool_call_parser": "qwen25",
+        **changes,
     }
     path = tmp_path / "toolkit.yaml"
     path.write_text(json.dumps(values), encoding="utf-8")  # JSON is YAML
     return path
 
 
-def _rehearse_acr(stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: Path | None = None,
-                  agent_url: str | None = None, **changes: object) -> int:
+def _rehearse_acr(
+    stand: Stand,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    data: Path | None = None,
+    agent_url: str | None = None,
+    **changes: object,
+) -> int:
     config = _toolkit_yaml(stand, tmp_path, **changes)
     with AcrDataPlane({ARN: agent_url or stand.agent_url}) as plane:
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENTCORE", plane.url)
-        return rehearse.main(["--config", str(config), "--model-dir", str(stand.model_dir),
-                              "--data", str(data or stand.train_path), "--out-dir", str(tmp_path / "out")])
+        return rehearse.main(
+            [
+                "--config",
+                str(config),
+                "--model-dir",
+                str(stand.model_dir),
+                "--data",
+                str(data or stand.train_path),
+                "--out-dir",
+                str(tmp_path / "out"),
+            ]
+        )
 
 
-def test_a_good_wiring_passes_through_acr(stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_good_wiring_passes_through_acr(
+    stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """ACR transport, gateway on every interface (unset GATEWAY_HOST) giving this machine's address."""
     assert _rehearse_acr(stand, tmp_path, monkeypatch) == 0
     lines = _lines(capsys.readouterr().out)
@@ -159,9 +225,9 @@ def test_a_good_wiring_passes_through_acr(stand: Stand, tmp_path: Path, monkeypa
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["settings"]["transport"] == "acr"
 
 
-def test_a_missing_bucket_is_one_line_and_nothing_runs(stand: Stand, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_bucket_is_one_line_and_nothing_runs(
+    stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _rehearse_acr(stand, tmp_path, monkeypatch, s3_bucket="no-such-bucket-here") == 1
     out = capsys.readouterr().out
     assert _lines(out)["rehearse.bucket"] == (
@@ -172,37 +238,44 @@ def test_a_missing_bucket_is_one_line_and_nothing_runs(stand: Stand, tmp_path: P
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["episodes"] == 0
 
 
-def test_an_agent_that_crashes_on_the_payload_is_one_line(stand: Stand, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_agent_that_crashes_on_the_payload_is_one_line(
+    stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The math agent refuses an answer that is not a number (its app writes an error result)."""
     data = tmp_path / "bad.jsonl"
     data.write_text(json.dumps({"metadata": {"prompt": "What is 1 + 1?", "answer": "two"}}) + "\n")
     assert _rehearse_acr(stand, tmp_path, monkeypatch, data=data) == 1
     lines = _lines(capsys.readouterr().out)
     assert lines["rehearse.payload"].startswith(
-        "FAIL rehearse.payload: the agent crashed on the payload of row 0 before calling the model")
-    assert "'two' is not a number" in lines["rehearse.payload"] and "(fix: the payload is the row's metadata" in \
-        lines["rehearse.payload"]
+        "FAIL rehearse.payload: the agent crashed on the payload of row 0 before calling the model"
+    )
+    assert (
+        "'two' is not a number" in lines["rehearse.payload"]
+        and "(fix: the payload is the row's metadata" in lines["rehearse.payload"]
+    )
     assert lines["rehearse.agent-reaches-gateway"].startswith("PASS") is False or True
     assert [n for n, line in lines.items() if line.startswith("FAIL")] == ["rehearse.payload"]
 
 
-def test_a_loopback_gateway_address_for_an_acr_agent_is_one_line(stand: Stand, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_loopback_gateway_address_for_an_acr_agent_is_one_line(
+    stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Real ACR never reaches 127.0.0.1 of the node (the local stand-in does: the check is static)."""
     assert _rehearse_acr(stand, tmp_path, monkeypatch, gateway_host="127.0.0.1") == 1
     lines = _lines(capsys.readouterr().out)
-    assert lines["rehearse.gateway"].startswith("FAIL rehearse.gateway: the gateway gives agents "
-                                                "http://127.0.0.1:")
+    assert lines["rehearse.gateway"].startswith(
+        "FAIL rehearse.gateway: the gateway gives agents http://127.0.0.1:"
+    )
     assert "a loopback address no ACR agent can reach (fix: unset GATEWAY_HOST" in lines["rehearse.gateway"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--rehearse"], "bin/eval: the following arguments are required: env_file"),
-    (["--rehearse", "/nonexistent/x.env"], "/nonexistent/x.env"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--rehearse"], "bin/eval: the following arguments are required: env_file"),
+        (["--rehearse", "/nonexistent/x.env"], "/nonexistent/x.env"),
+    ],
+)
 def test_bad_input_exits_2_before_anything_starts(tmp_path: Path, argv: list[str], message: str) -> None:
     done = _bin_eval(tmp_path, *argv)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -218,9 +291,9 @@ def test_missing_data_exits_2_before_anything_starts(stand: Stand, tmp_path: Pat
     assert not (tmp_path / "runs").exists()
 
 
-def test_an_agent_whose_network_does_not_reach_the_gateway_is_one_line(stand: Stand, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_agent_whose_network_does_not_reach_the_gateway_is_one_line(
+    stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The agent (in a network namespace of its own, reaching only S3) is invoked through ACR, and
     the gateway's address refuses it: its app writes the error result the rehearsal reads."""
     env = {**os.environ, **stand.s3.env(), "MATH_AGENT_PROTOCOL": "chat"}
@@ -228,8 +301,21 @@ def test_an_agent_whose_network_does_not_reach_the_gateway_is_one_line(stand: St
         assert _rehearse_acr(stand, tmp_path, monkeypatch, agent_url=agent.url) == 1
     lines = _lines(capsys.readouterr().out)
     line = lines["rehearse.agent-reaches-gateway"]
-    assert line.startswith("FAIL rehearse.agent-reaches-gateway: 2 of 2 episodes: the agent never reached the "
-                           "gateway at http://"), line
-    assert "cannot reach the policy model" in line and "(fix: the agent must reach this node's address" in line
+    assert line.startswith(
+        "FAIL rehearse.agent-reaches-gateway: 2 of 2 episodes: the agent never reached the gateway at http://"
+    ), line
+    assert (
+        "cannot reach the policy model" in line and "(fix: the agent must reach this node's address" in line
+    )
     assert lines["rehearse.agent"].startswith("PASS")
     assert [n for n, text in lines.items() if text.startswith("FAIL")] == ["rehearse.agent-reaches-gateway"]
+
+
+def test_dry_run_prints_the_rehearsal_and_writes_nothing(stand: Stand, tmp_path: Path) -> None:
+    done = _bin_eval(tmp_path, "--rehearse", "--dry-run", "--limit", "3", str(_env_file(stand, tmp_path)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = tmp_path / "runs" / "rehearse-e2e" / "rehearsal"
+    assert done.stdout.startswith("python3 -m agentcore_slime.evaluate.rehearse --config ")
+    assert f"--data {stand.train_path} --limit 3 --out-dir '{runs}/<UTC time>'" in done.stdout
+    assert "dry run: nothing written" in done.stderr
+    assert not (tmp_path / "runs").exists()

@@ -85,11 +85,26 @@ class NetnsAgent:
         self._servers.append(server)
         self.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         inside_port = 18080  # any port: the namespace has nothing else
-        env = {**self.env, "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{inside_port}",
-               "PYTHONPATH": os.pathsep.join([str(MATH_AGENT), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+        env = {
+            **self.env,
+            "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{inside_port}",
+            "PYTHONPATH": os.pathsep.join(
+                [str(MATH_AGENT), str(HERE.parent), os.environ.get("PYTHONPATH", "")]
+            ),
+        }
         self._process = subprocess.Popen(
-            ["unshare", "--net", "--fork", "--kill-child", sys.executable, "-m", "fakes.netns_agent",
-             str(self.agent_socket), str(self.s3_socket), str(inside_port)],
+            [
+                "unshare",
+                "--net",
+                "--fork",
+                "--kill-child",
+                sys.executable,
+                "-m",
+                "fakes.netns_agent",
+                str(self.agent_socket),
+                str(self.s3_socket),
+                str(inside_port),
+            ],
             env=env,
         )
         deadline = time.monotonic() + timeout
@@ -121,9 +136,8 @@ class NetnsAgent:
 
 async def _serve_inside(agent_socket: str, s3_socket: str, inside_port: int) -> None:
     """In the namespace: S3's door on loopback, the agent on its socket."""
-    import uvicorn
-
     import agent as math_agent
+    import uvicorn
 
     to_s3 = relay(lambda: asyncio.open_unix_connection(s3_socket))
     await asyncio.start_server(to_s3, "127.0.0.1", inside_port)
