@@ -164,6 +164,11 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
     )
     assert any(m.get("role") == "tool" for m in first.calls[1].messages)
     assert "REHEARSAL" in str(first.calls[1].response_message["content"])
+    from agentcore_slime.report.__main__ import main as report_main
+
+    assert report_main([str(out_dir)]) == 0  # bin/report <rehearsal dir>
+    page = (out_dir / "report.html").read_text(encoding="utf-8")
+    assert "eval step 0 (rehearsal)" in page and "calculator" in page
     listing = stand.s3.client().list_objects_v2(Bucket=stand.bucket, Prefix="rehearse-e2e/rehearsal-")
     assert {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]} == {
         f"{e.session_id}.json" for e in step.episodes
