@@ -35,7 +35,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -351,47 +351,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     out_dir = Path(args.out_dir)
-    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return rehearse(config, payloads, args.model_dir, out_dir)
-
-
-def _print(results: Sequence[Result], banner: str) -> None:
-    print(banner)
-    for result in results:
-        print(result.line())
-    sys.stdout.flush()
-
-
-def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
-             episode_timeout: float | None = None) -> int:
-    """Run the checks and the episodes; print one line per check; write the outputs.
-
-    :param config: the run's settings (agent, bucket, gateway).
-    :param payloads: the rows' metadata.
-    :param model_dir: the model's HF directory (tokenizer and chat template).
-    :param out_dir: where the outputs go.
-    :param episode_timeout: seconds an episode may take (default ``ACR_TIMEOUT``).
-    """
-    if episode_timeout is not None:
-        config = replace(config, acr_timeout=episode_timeout)
-    banner = BANNER.format(answer=ANSWER)
-    say(banner)
-    acr = bool(config.agent_runtime_arn)
-    checks: list[Result] = [_data_check(payloads)]
-    checks.append(check_bucket(config))
-    if checks[-1].status is Status.FAIL:
-        return _finish(checks, banner, out_dir, [], {}, {"skipped": "the bucket check failed"}, 0.0)
-    input_id = f"rehearsal-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
-    started = time.monotonic()
-    policy = StandInPolicy(model_dir, config.renderer_family, config.sglang_tool_call_parser,
-                           config.sglang_reasoning_parser)
-    engine = StandInEngine(policy)
-    engine.start()
     try:
-        return _with_engine(config, payloads, model_dir, out_dir, engine, checks, banner, input_id, acr,
-                            started)
-    finally:
-        engine.stop()
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(out_dir)  # bin/eval made it; made here (0700) when the module runs alone
+    except OSError as exc:
+        say(f"cannot use --out-dir {out_dir}: {exc} (choose another directory)")
+        return 2
+    return rehearse(config, payloads, args.model_dir, out_dir)
 
 
 def _data_check(payloads: list[Any]) -> Result:
@@ -403,46 +369,110 @@ def _data_check(payloads: list[Any]) -> Result:
                   f"{len(payloads)} row(s), each with a metadata object (the agent's payload)")
 
 
-def _with_engine(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
-                 engine: StandInEngine, checks: list[Result], banner: str, input_id: str, acr: bool,
-                 started: float) -> int:
-    try:
-        where = argparse.Namespace(model_dir=model_dir, engine_url=engine.url, context_length=None)
-        gateway = start_gateway(config, where)
-    except (RuntimeError, ValueError, OSError) as exc:
-        checks.append(failed("rehearse.gateway", f"the gateway cannot start: {exc}",
-                             "GATEWAY_HOST must be an address of this machine (or unset), GATEWAY_PORT "
-                             "free (or 0)"))
-        return _finish(checks, banner, out_dir, [], {}, {"skipped": "the gateway did not start"}, 0.0)
-    recording = RecordingGateway(gateway)
-    results = f"s3://{config.s3_bucket}/{config.exp_id}/{input_id}/"
-    agent = f"ACR runtime {config.agent_runtime_arn}" if acr else f"the agent at {config.agent_url}"
-    wiring = Wiring(agent, acr, gateway.url, results)
-    try:
-        checks.append(check_gateway_address(gateway.url, acr))
-        say(f"{len(payloads)} episode(s) of {agent} through {gateway.url}; results under {results}")
-        episodes = asyncio.run(_episodes(config, recording, payloads, input_id))
-    finally:
-        gateway.shutdown()
-    checks += [c for c in episode_checks(episodes, policy_logs(engine), wiring) if c.check != "rehearse.data"]
-    settings = {"agent": config.agent_runtime_arn or config.agent_url, "transport": "acr" if acr else "local",
-                "gateway_url": gateway.url, "s3_results": results, "model_dir": model_dir,
-                "acr_timeout": config.acr_timeout, "config": config.source}
-    return _finish(checks, banner, out_dir, episodes, recording.calls, settings, time.monotonic() - started)
+def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path) -> int:
+    """Run the checks and the episodes; print one line per check; write the outputs.
+
+    :param config: the run's settings (agent, bucket, gateway).
+    :param payloads: the rows' metadata.
+    :param model_dir: the model's HF directory (tokenizer and chat template).
+    :param out_dir: where the outputs go.
+    :returns: the exit status (0 no check failed, 1 one did).
+    """
+    return Rehearsal(config, payloads, model_dir, out_dir).run()
 
 
-def policy_logs(engine: StandInEngine) -> dict[str, SessionLog]:
-    """The stand-in's record of each session (its key is the gateway session id)."""
-    return dict(engine.policy.sessions)
+class Rehearsal:
+    """One rehearsal: the checks found so far, then the outputs.
 
+    Each step that fails ends the rehearsal with what was found up to there (a missing bucket
+    starts no episode: every one would only time out).
+    """
 
-def _finish(checks: list[Result], banner: str, out_dir: Path, episodes: Sequence[Episode],
-            calls: dict[str, list[Any]], settings: dict[str, Any], seconds: float) -> int:
-    write_outputs(out_dir, episodes, calls, checks, settings, seconds)
-    _print(checks, banner)
-    print(f"results: {out_dir} (bin/report {out_dir} shows every call)")
-    say(f"{summary(checks)} (a REHEARSAL with a stand-in policy: its rewards say nothing about any model)")
-    return exit_status(checks)
+    def __init__(self, config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path) -> None:
+        self.config = config
+        self.payloads = payloads
+        self.model_dir = model_dir
+        self.out_dir = out_dir
+        self.acr = bool(config.agent_runtime_arn)
+        self.banner = BANNER.format(answer=ANSWER)
+        self.checks: list[Result] = []
+        self.input_id = f"rehearsal-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        self.started = time.monotonic()
+
+    def run(self) -> int:
+        """The whole rehearsal; returns the exit status."""
+        say(self.banner)
+        self.checks += [_data_check(self.payloads), check_bucket(self.config)]
+        if self.checks[-1].status is Status.FAIL:
+            return self.finish([], {}, {"skipped": "the bucket check failed"})
+        try:
+            policy = StandInPolicy(self.model_dir, self.config.renderer_family,
+                                   self.config.sglang_tool_call_parser, self.config.sglang_reasoning_parser)
+        except Exception as exc:  # noqa: BLE001 - any failure to load is this one finding
+            found = f"the model's tokenizer or renderer does not load: {exc}"
+            fix = "check MODEL_DIR, RENDERER_FAMILY and SGLANG_TOOL_CALL_PARSER"
+            self.checks.append(failed("rehearse.gateway", found, fix))
+            return self.finish([], {}, {"skipped": "the model's renderer did not load"})
+        engine = StandInEngine(policy)
+        engine.start()
+        try:
+            return self.through_gateway(engine)
+        finally:
+            engine.stop()
+
+    def through_gateway(self, engine: StandInEngine) -> int:
+        """Start the gateway in front of the stand-in engine and run the episodes through it."""
+        try:
+            engine_at = argparse.Namespace(model_dir=self.model_dir, engine_url=engine.url,
+                                           context_length=None)
+            gateway = start_gateway(self.config, engine_at)
+        except (RuntimeError, ValueError, OSError) as exc:
+            self.checks.append(failed("rehearse.gateway", f"the gateway cannot start: {exc}",
+                                      "GATEWAY_HOST must be an address of this machine (or unset), "
+                                      "GATEWAY_PORT free (or 0)"))
+            return self.finish([], {}, {"skipped": "the gateway did not start"})
+        recording = RecordingGateway(gateway)
+        wiring = self.wiring(gateway.url)
+        try:
+            self.checks.append(check_gateway_address(gateway.url, self.acr))
+            say(f"{len(self.payloads)} episode(s) of {wiring.agent} through {gateway.url}; results under "
+                f"{wiring.results}")
+            episodes = asyncio.run(_episodes(self.config, recording, self.payloads, self.input_id))
+        finally:
+            gateway.shutdown()
+        found = episode_checks(episodes, dict(engine.policy.sessions), wiring)
+        self.checks += [c for c in found if c.check != "rehearse.data"]  # the rows were checked first
+        settings = {
+            "agent": self.config.agent_runtime_arn or self.config.agent_url,
+            "transport": "acr" if self.acr else "local",
+            "gateway_url": gateway.url,
+            "s3_results": wiring.results,
+            "model_dir": self.model_dir,
+            "acr_timeout": self.config.acr_timeout,
+            "config": self.config.source,
+        }
+        return self.finish(episodes, recording.calls, settings)
+
+    def wiring(self, gateway_url: str) -> Wiring:
+        """What the fixes name."""
+        c = self.config
+        agent = f"ACR runtime {c.agent_runtime_arn}" if self.acr else f"the agent at {c.agent_url}"
+        return Wiring(agent, self.acr, gateway_url, f"s3://{c.s3_bucket}/{c.exp_id}/{self.input_id}/")
+
+    def finish(
+        self, episodes: Sequence[Episode], calls: dict[str, list[Any]], settings: dict[str, Any]
+    ) -> int:
+        """Write the outputs, print the lines; the exit status."""
+        seconds = time.monotonic() - self.started
+        write_outputs(self.out_dir, episodes, calls, self.checks, settings, seconds)
+        print(self.banner)
+        for result in self.checks:
+            print(result.line())
+        print(f"results: {self.out_dir} (bin/report {self.out_dir} shows every call)")
+        sys.stdout.flush()
+        say(f"{summary(self.checks)} (a REHEARSAL with a stand-in policy: its rewards say nothing "
+            "about any model)")
+        return exit_status(self.checks)
 
 
 if __name__ == "__main__":  # python -m agentcore_slime.evaluate.rehearse

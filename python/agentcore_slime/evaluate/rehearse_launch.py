@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..launch.cli import _restore_caller_pythonpath
@@ -61,7 +62,9 @@ def command(config: Config, limit: int | None, out_dir: Path | str) -> list[str]
     ]
 
 
-def run_rehearsal(config: Config, paths: RunPaths, limit: int | None, dry_run: bool, say: object) -> int:
+def run_rehearsal(
+    config: Config, paths: RunPaths, limit: int | None, dry_run: bool, say: Callable[[str], None]
+) -> int:
     """Check, make the results directory, exec the rehearsal (or print it with ``dry_run``).
 
     :param config: the validated configuration.
@@ -71,7 +74,6 @@ def run_rehearsal(config: Config, paths: RunPaths, limit: int | None, dry_run: b
     :param say: bin/eval's progress printer.
     """
     check_rehearsal(config, limit)
-    assert callable(say)
     rehearsals = paths.run_dir / "rehearsal"
     if dry_run:
         say(f"dry run: nothing written; the rehearsal writes {rehearsals}/<UTC time>/ and runs:")
