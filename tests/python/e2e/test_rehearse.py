@@ -278,7 +278,7 @@ def test_a_loopback_gateway_address_for_an_acr_agent_is_one_line(
     "argv, message",
     [
         (["--rehearse"], "bin/eval: the following arguments are required: env_file"),
-        (["--rehearse", "/nonexistent/x.env"], "/nonexistent/x.env"),
+        (["--rehearse", "/nonexistent/x.env"], "bin/eval: cannot read env file /nonexistent/x.env"),
     ],
 )
 def test_bad_input_exits_2_before_anything_starts(tmp_path: Path, argv: list[str], message: str) -> None:
@@ -323,4 +323,29 @@ def test_dry_run_prints_the_rehearsal_and_writes_nothing(stand: Stand, tmp_path:
     assert done.stdout.startswith("python3 -m agentcore_slime.evaluate.rehearse --config ")
     assert f"--data {stand.train_path} --limit 3 --out-dir '{runs}/<UTC time>'" in done.stdout
     assert "dry run: nothing written" in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--limit", "0"], "bin/eval: --limit 0 must be at least 1 (pass --limit N with N >= 1, or drop it)"),
+        (["--checkpoint", "/models/x"], "bin/eval: --checkpoint has no use with --rehearse"),
+    ],
+)
+def test_bad_options_exit_2_before_anything_starts(
+    stand: Stand, tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = _bin_eval(tmp_path, "--rehearse", *args, str(_env_file(stand, tmp_path)))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and done.stdout == ""
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_model_dir_without_tokenizer_exits_2_before_anything_starts(stand: Stand, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    done = _bin_eval(tmp_path, "--rehearse", str(_env_file(stand, tmp_path, MODEL_DIR=str(empty))))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"bin/eval: MODEL_DIR {empty} has no tokenizer" in done.stderr
     assert not (tmp_path / "runs").exists()
