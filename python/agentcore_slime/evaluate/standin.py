@@ -3,11 +3,11 @@
 ``bin/eval --rehearse`` runs the real gateway in front of this instead of SGLang, so the
 wiring (agent, gateway address, payload, tools, bucket, rewards) is tried before any GPU is
 reserved. The stand-in does not think. Per gateway session (the routing key the gateway sends
-with every call) its first answer calls the first tool the prompt offers, once, and every
-later answer is :data:`ANSWER`. Both answers are produced by the model's own renderer (the
-one the gateway chooses, from the same settings), so the gateway parses the tool call back
-exactly as it would parse the model's: a call the gateway cannot parse is a rehearsal
-failure, not a silent plain-text answer.
+with every call) the first call whose prompt offers tools is answered with a call of the first
+of them, once; every other answer is :data:`ANSWER`. Both answers are written by the model's
+own renderer (the one the gateway chooses, from the same settings), so the gateway parses the
+tool call back exactly as it would parse the model's: a call the gateway cannot parse is a
+rehearsal failure, not a silent plain-text answer.
 
 Which tools are offered is read from the prompt text: chat templates write the tool list as
 JSON objects (``{"type": "function", "function": {"name": ...}}`` or ``{"name": ...,
@@ -181,13 +181,13 @@ class StandInPolicy:
         with self._lock:
             log = self.sessions.setdefault(session, SessionLog())
             log.calls += 1
-            first = log.calls == 1
-        if not first:
+            tried = bool(log.tool_called or log.problem)
+        if tried:  # one tool call per session; every later answer is the fixed text
             return self.answer()
         tools = offered_tools(self.tokenizer.decode(input_ids, skip_special_tokens=False))
-        log.tools_offered = [t["function"]["name"] for t in tools]
-        if not tools:
+        if not tools:  # e.g. a planning call without tools: a later call may offer some
             return self.answer()
+        log.tools_offered = [t["function"]["name"] for t in tools]
         try:
             ids = self.tool_call(tools[0])
         except ValueError as exc:  # a wiring finding (no tool-call parser), not an engine error

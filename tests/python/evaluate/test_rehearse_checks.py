@@ -94,19 +94,38 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_stand_in_calls_the_first_tool_once_in_the_models_format_then_answers(toy: Path) -> None:
     policy = StandInPolicy(str(toy), tool_call_parser="qwen25")
+    plain = policy.renderer.render_ids([{"role": "user", "content": "hi"}], add_generation_prompt=True)
     tools = [{"type": "function", "function": CALCULATOR}]
     prompt = policy.renderer.render_ids(
         [{"role": "user", "content": "1+1?"}], tools=tools, add_generation_prompt=True
     )
+    assert (
+        policy.tokenizer.decode(policy.complete("s1", plain)) == ANSWER + "<|im_end|>"
+    )  # no tool offered yet
     first = policy.complete("s1", prompt)
     assert policy.tokenizer.decode(first) == (
         '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1"}}\n</tool_call><|im_end|>'
     )
     assert policy.tokenizer.decode(policy.complete("s1", prompt)) == ANSWER + "<|im_end|>"
-    assert policy.sessions["s1"] == SessionLog(2, ["calculator"], "calculator", '{"expression": "1"}', "")
-    plain = policy.renderer.render_ids([{"role": "user", "content": "hi"}], add_generation_prompt=True)
-    assert policy.tokenizer.decode(policy.complete("s2", plain)) == ANSWER + "<|im_end|>"  # no tool offered
+    assert policy.sessions["s1"] == SessionLog(3, ["calculator"], "calculator", '{"expression": "1"}', "")
+    assert (
+        policy.tokenizer.decode(policy.complete("s2", plain)) == ANSWER + "<|im_end|>"
+    )  # a session of its own
     assert policy.sessions["s2"].tool_called == "" and policy.sessions["s2"].tools_offered == []
+
+
+@pytest.mark.parametrize("reasoning_parser", [None, "qwen3"])
+def test_the_stand_in_speaks_a_renderers_family_too(toy: Path, reasoning_parser: str | None) -> None:
+    """The qwen3 family (renderers' own renderer, empty think block): the call still parses back."""
+    policy = StandInPolicy(str(toy), renderer_family="qwen3", reasoning_parser=reasoning_parser)
+    tools = [{"type": "function", "function": CALCULATOR}]
+    prompt = policy.renderer.render_ids(
+        [{"role": "user", "content": "1+1?"}], tools=tools, add_generation_prompt=True
+    )
+    assert policy.tokenizer.decode(policy.complete("s", prompt)).endswith(
+        '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1"}}\n</tool_call><|im_end|>'
+    )
+    assert policy.sessions["s"].tool_called == "calculator" and policy.sessions["s"].problem == ""
 
 
 def test_a_tool_call_the_gateway_could_not_parse_is_a_finding(toy: Path) -> None:
