@@ -167,7 +167,7 @@ def diagnose(episode: Episode, log: SessionLog, wiring: Wiring) -> Finding | Non
                        f"the model ({where})",
                        "the payload is the row's metadata plus _rollout: make DATA_PATH rows fit what the "
                        "agent reads (the agent's log for that session says more)")
-    if code in ("agent_crashed", "gateway_error", "other") and log.tool_called and episode.turns <= 1:
+    if code in ("agent_crashed", "gateway_error", "other") and log.tool_called and not log.came_back:
         return Finding("tool-call", f"the agent failed after the stand-in called {log.tool_called}"
                        f"({log.tool_arguments}) ({where})",
                        "the tool must cope with any arguments its schema allows: see the agent's log "
@@ -239,7 +239,7 @@ def _tool_check(episodes: Sequence[Episode], logs: dict[str, SessionLog]) -> Res
         return warned("rehearse.tool-call", "no tool found in the prompt: tool calls were not rehearsed",
                       "if the agent offers tools, its chat template writes them in a form the stand-in "
                       "cannot read (it looks for JSON tool specs); the rest of the wiring was tried")
-    back = sum(1 for _, e in called if e.turns >= 2)
+    back = sum(1 for log, _ in called if log.came_back)
     tools = sorted({log.tool_called for log, _ in called})
     return passed("rehearse.tool-call", f"the agent ran {', '.join(tools)} for the stand-in's call and came "
                   f"back to the model ({back} of {len(called)} episodes)")

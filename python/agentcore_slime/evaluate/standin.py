@@ -48,6 +48,7 @@ class SessionLog:
     :param tool_called: the tool it called ("" when none).
     :param tool_arguments: the arguments it called the tool with (JSON text).
     :param problem: why it could not call the offered tool ("" when it could).
+    :param tool_call_at: which of its calls answered with the tool call (0: none).
     """
 
     calls: int = 0
@@ -55,6 +56,12 @@ class SessionLog:
     tool_called: str = ""
     tool_arguments: str = ""
     problem: str = ""
+    tool_call_at: int = 0
+
+    @property
+    def came_back(self) -> bool:
+        """Whether the agent called the model again after the stand-in's tool call."""
+        return bool(self.tool_call_at) and self.calls > self.tool_call_at
 
 
 def placeholder_arguments(parameters: Any) -> dict[str, Any]:
@@ -181,6 +188,7 @@ class StandInPolicy:
         with self._lock:
             log = self.sessions.setdefault(session, SessionLog())
             log.calls += 1
+            number = log.calls
             tried = bool(log.tool_called or log.problem)
         if tried:  # one tool call per session; every later answer is the fixed text
             return self.answer()
@@ -193,7 +201,7 @@ class StandInPolicy:
         except ValueError as exc:  # a wiring finding (no tool-call parser), not an engine error
             log.problem = str(exc)
             return self.answer()
-        log.tool_called = tools[0]["function"]["name"]
+        log.tool_called, log.tool_call_at = tools[0]["function"]["name"], number
         log.tool_arguments = json.dumps(placeholder_arguments(tools[0]["function"].get("parameters")))
         return ids
 

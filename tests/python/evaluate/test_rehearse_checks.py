@@ -107,7 +107,7 @@ def test_the_stand_in_calls_the_first_tool_once_in_the_models_format_then_answer
         '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1"}}\n</tool_call><|im_end|>'
     )
     assert policy.tokenizer.decode(policy.complete("s1", prompt)) == ANSWER + "<|im_end|>"
-    assert policy.sessions["s1"] == SessionLog(3, ["calculator"], "calculator", '{"expression": "1"}', "")
+    assert policy.sessions["s1"] == SessionLog(3, ["calculator"], "calculator", '{"expression": "1"}', "", 2)
     assert (
         policy.tokenizer.decode(policy.complete("s2", plain)) == ANSWER + "<|im_end|>"
     )  # a session of its own
@@ -190,13 +190,21 @@ def test_a_tool_call_the_gateway_could_not_parse_is_a_finding(toy: Path) -> None
                 detail="agent error result (status_code 500): ZeroDivisionError",
                 turns=1,
             ),
-            SessionLog(1, ["calculator"], "calculator", '{"expression": "1"}'),
+            SessionLog(1, ["calculator"], "calculator", '{"expression": "1"}', tool_call_at=1),
             "tool-call",
             'failed after the stand-in called calculator({"expression": "1"})',
         ),
+        (  # a planning call without tools first: the tool call was the second call, nothing after it
+            _episode(
+                reason="agent_crashed", detail="agent error result (status_code 500): ValueError", turns=2
+            ),
+            SessionLog(2, ["calculator"], "calculator", '{"expression": "1"}', tool_call_at=2),
+            "tool-call",
+            "failed after the stand-in called calculator",
+        ),
         (
             _episode(reason="timeout", detail="timeout: no result at s3://b/k after 30s", turns=2),
-            SessionLog(2, ["calculator"], "calculator"),
+            SessionLog(2, ["calculator"], "calculator", tool_call_at=1),
             "results",
             "no result landed under s3://b/exp/in/ although the agent talked to the model (2 calls",
         ),
@@ -221,7 +229,7 @@ def test_the_lines_fail_where_episodes_broke_pass_where_they_went_on_and_skip_wh
     crashed = _episode(
         1, reason="agent_crashed", detail="agent error result (status_code 500): KeyError: 'q'"
     )
-    logs = {good.session_id: SessionLog(2, ["calculator"], "calculator")}
+    logs = {good.session_id: SessionLog(2, ["calculator"], "calculator", tool_call_at=1)}
     lines = [r.line() for r in episode_checks([good, crashed], logs, WIRING)]
     assert [line.split(":")[0] for line in lines] == [
         "PASS rehearse.data",
