@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from agentcore_slime.evaluate.episodes import INFRASTRUCTURE, Episode
-from agentcore_slime.evaluate.rehearse import Wiring, diagnose, episode_checks
+from agentcore_slime.evaluate.rehearse import Wiring, check_gateway_address, diagnose, episode_checks
 from agentcore_slime.evaluate.standin import (
     ANSWER,
     SessionLog,
@@ -251,3 +251,15 @@ def test_the_lines_fail_where_episodes_broke_pass_where_they_went_on_and_skip_wh
         "PASS rehearse.agent-reaches-gateway",
         "FAIL rehearse.payload",
     ]  # nothing got further: no line for the later checks
+
+
+def test_a_loopback_gateway_address_is_refused_for_an_acr_agent_only() -> None:
+    """Real ACR never reaches the node's loopback (the local ACR stand-in would: the check is static)."""
+    for url in ("http://127.0.0.1:4000", "http://[::1]:4000", "http://localhost:4000"):
+        line = check_gateway_address(url, acr=True).line()
+        assert line.startswith(f"FAIL rehearse.gateway: the gateway gives agents {url}, a loopback address")
+        assert "(fix: unset GATEWAY_HOST" in line
+        assert check_gateway_address(url, acr=False).line().startswith("PASS")  # a local agent reaches it
+    assert check_gateway_address("http://10.0.3.7:4000", acr=True).line() == (
+        "PASS rehearse.gateway: the real gateway serves the stand-in policy at http://10.0.3.7:4000"
+    )
