@@ -16,8 +16,10 @@ an unrouted node refuses it (or drops it: the agent then times out instead).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -145,7 +147,15 @@ async def _serve_inside(agent_socket: str, s3_socket: str, inside_port: int) -> 
     await uvicorn.Server(config).serve()
 
 
+def loopback_up() -> None:
+    """``ip link set lo up`` without iproute2: set IFF_UP on ``lo`` (SIOCGIFFLAGS/SIOCSIFFLAGS)."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        request = struct.pack("16sh", b"lo", 0)
+        flags = struct.unpack("16sh", fcntl.ioctl(probe, siocgifflags, request))[1]
+        fcntl.ioctl(probe, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
+
+
 if __name__ == "__main__":  # the process unshare starts
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    socket.setdefaulttimeout(None)
+    loopback_up()
     asyncio.run(_serve_inside(sys.argv[1], sys.argv[2], int(sys.argv[3])))
