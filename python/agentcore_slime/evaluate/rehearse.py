@@ -61,7 +61,6 @@ BANNER = (
 #: words an agent's error uses when it cannot open a connection to the model's address
 _UNREACHABLE_WORDS = ("connect", "unreachable", "reach the", "timed out", "name or service", "no route")
 
-logger = logging.getLogger(__name__)
 
 
 class _Parser(argparse.ArgumentParser):
