@@ -224,6 +224,7 @@ def test_the_launchers_import_without_the_rollouts_dependencies() -> None:
 
         sys.meta_path.insert(0, Refuse())
         for name in ("agentcore_slime.launch.cli", "agentcore_slime.evaluate.launch",
+                     "agentcore_slime.evaluate.rehearse_launch",
                      "agentcore_slime.doctor.cli", "agentcore_slime.preflight"):
             importlib.import_module(name)
         print("ok")

@@ -5,7 +5,9 @@ training.
   the env file, renders ``runs/<EXP_ID>/eval.sh`` (:mod:`.render`) and runs it;
 - ``python -m agentcore_slime.evaluate`` (:mod:`.cli`) is what eval.sh runs once its SGLang
   server is healthy; it also works against a server you manage: the episodes (:mod:`.episodes`)
-  and their summary (:mod:`.summary`).
+  and their summary (:mod:`.summary`);
+- ``bin/eval --rehearse`` (:mod:`.rehearse_launch`, then ``python -m agentcore_slime.evaluate.rehearse``:
+  :mod:`.rehearse`) tries the wiring on CPU with the stand-in policy of :mod:`.standin`.
 
 The names below are imported when first used: bin/eval's launcher half runs on bin/train's
 python (jinja2, pyyaml, python-dotenv), which lacks the gateway's dependencies.

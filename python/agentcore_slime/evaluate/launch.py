@@ -37,6 +37,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> _Parser:
     parser = _Parser(prog=PROG, add_help=False)
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--rehearse", action="store_true")
     parser.add_argument("--checkpoint")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -118,6 +119,8 @@ def _run(argv: list[str]) -> int:
     runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
     env_file = Path(args.env_file)
     config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
+    if args.rehearse:  # the wiring on CPU: no server, no checkpoint (evaluate/rehearse_launch.py)
+        return _rehearse(config, repo, runs_dir, env_file, argv, args)
     check_eval(config, args.limit)
     checkpoint = Path(args.checkpoint or str(config["MODEL_DIR"])).expanduser().absolute()
     request = EvalRequest(checkpoint, args.limit)
@@ -135,6 +138,19 @@ def _run(argv: list[str]) -> int:
     write_run_dir(run_dir, rendered.files, also_checked=["eval.log"])
     say(f"running {script} (log: {run_dir / 'eval.log'})")
     return run_script(script)
+
+
+def _rehearse(
+    config: Config, repo: Path, runs_dir: Path, env_file: Path, argv: list[str], args: argparse.Namespace
+) -> int:
+    from .rehearse_launch import run_rehearsal
+
+    if args.checkpoint:
+        raise ConfigError("--checkpoint has no use with --rehearse", "a rehearsal serves no model: drop it")
+    command = " ".join(shell_quote(word) for word in [PROG, *argv])
+    run_dir = runs_dir / str(config["EXP_ID"])
+    paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
+    return run_rehearsal(config, paths, args.limit, args.dry_run, say)
 
 
 def _print_dry_run(config: Config, request: EvalRequest, run_dir: Path, argv: list[str]) -> None:

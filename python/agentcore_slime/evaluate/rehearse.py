@@ -1,0 +1,478 @@
+"""``bin/eval --rehearse``: try the wiring of a run on CPU, before any GPU is reserved.
+
+A few rows of the training data run as real episodes: the user's own agent (ACR or
+``AGENT_URL``), their bucket, the real gateway in its own process (as in training), and in place
+of SGLang the stand-in policy of :mod:`.standin` (it calls the first tool offered once, then
+answers a fixed text). The episodes go through the evaluation's episode code
+(:class:`~agentcore_slime.evaluate.episodes.EpisodeRunner`, the training launcher, the S3 result
+watcher), so what fails here fails in training. What the episodes show becomes one line per
+check, in bin/doctor's format (``PASS|WARN|FAIL rehearse.<check>: found (fix: how)``):
+
+- ``data``: the rows' metadata are objects (the agent's payload);
+- ``bucket``: the results bucket answers a HEAD from this machine;
+- ``gateway``: the gateway started, and the address it gives agents is one they can reach
+  (loopback is refused for an ACR agent);
+- ``agent``: the agent takes the invocation;
+- ``agent-reaches-gateway``: the agent called the model through the gateway;
+- ``payload``: the agent did not crash on the payload before its first model call;
+- ``tool-call``: the agent ran the tool the stand-in called and came back to the model;
+- ``results``: its result landed under ``s3://<bucket>/<exp_id>/<input_id>/``;
+- ``reward``: the result holds a readable reward.
+
+The episodes are written as bin/eval writes them (``episodes.jsonl``, ``summary.json``) plus
+the report's episode records (``episodes/eval-0-rehearsal.jsonl``): ``bin/report <out dir>``
+shows every call of every episode. Exit status: 0 no check failed, 1 a check failed, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from agentcore_slime.observe.records import CallRecord, EpisodeRecord
+from agentcore_slime.observe.runlog import EPISODES_DIR, write_whole
+from agentcore_slime.preflight.report import Result, Status, exit_status, failed, passed, summary, warned
+from agentcore_slime.rundir import private_dir
+from agentcore_slime.settings.config import ToolkitConfig
+
+from .cli import UsageError, load_payloads, read_config, start_gateway
+from .episodes import Episode, EpisodeRunner, run_all
+from .standin import ANSWER, SessionLog, StandInEngine, StandInPolicy
+from .summary import summarize
+
+PROG = "bin/eval --rehearse"
+DEFAULT_ROWS = 2
+#: the dataset name the report's episode browser shows the rehearsal under
+DATASET = "rehearsal"
+BANNER = (
+    "*** REHEARSAL: a STAND-IN POLICY plays the model (no SGLang, no GPU, no weights): it calls "
+    "the first tool offered once, then answers {answer!r}. Rewards say nothing about any model. ***"
+)
+#: words an agent's error uses when it cannot open a connection to the model's address
+_UNREACHABLE_WORDS = ("connect", "unreachable", "reach the", "timed out", "name or service", "no route")
+
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see python -m agentcore_slime.evaluate.rehearse --help)")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (what bin/eval --rehearse runs once the env file is validated)."""
+    p = _Parser(prog="python -m agentcore_slime.evaluate.rehearse", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", required=True, help="the rehearsal's toolkit.yaml (bin/eval renders it)")
+    p.add_argument("--model-dir", required=True, help="the model's HF directory (its tokenizer only)")
+    p.add_argument("--data", required=True, help="JSONL rows whose metadata are the agent's payloads")
+    p.add_argument("--limit", type=int, default=DEFAULT_ROWS, help=f"rows to run (default {DEFAULT_ROWS})")
+    p.add_argument("--out-dir", required=True, help="where the episodes and checks are written")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def say(message: str) -> None:
+    """One progress line on stderr."""
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+class RecordingGateway:
+    """The gateway, keeping each session's call traces as the episode runner reads them (it
+    deletes the session right after): the diagnosis and the report's records need the calls."""
+
+    def __init__(self, gateway: Any) -> None:
+        self.gateway = gateway
+        self.calls: dict[str, list[Any]] = {}
+
+    def create_session(self, session_id: str, sampling_params: dict[str, Any]) -> str:
+        return str(self.gateway.create_session(session_id, sampling_params))
+
+    def traces(self, session_id: str) -> list[Any]:
+        traces = list(self.gateway.traces(session_id))
+        self.calls[session_id] = traces
+        return traces
+
+    def delete_session(self, session_id: str) -> None:
+        self.gateway.delete_session(session_id)
+
+
+# --------------------------------------------------------------------------- diagnosis
+@dataclass(frozen=True)
+class Finding:
+    """Where one failed episode broke, as a check name, what was seen and its fix."""
+
+    check: str
+    found: str
+    fix: str
+
+
+#: the episode checks in the order an episode passes them
+STAGES = ("data", "agent", "agent-reaches-gateway", "payload", "tool-call", "results", "reward")
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the fixes name: the agent, the gateway's address, where results go."""
+
+    agent: str
+    acr: bool
+    gateway_url: str
+    results: str
+
+
+def _unreachable(detail: str) -> bool:
+    lowered = detail.lower()
+    return any(word in lowered for word in _UNREACHABLE_WORDS)
+
+
+def diagnose(episode: Episode, log: SessionLog, wiring: Wiring) -> Finding | None:
+    """Where ``episode`` broke (None when it returned a reward).
+
+    :param episode: the episode as the evaluation recorded it.
+    :param log: what the stand-in policy did in its session.
+    :param wiring: the rehearsal's agent, gateway address and results prefix.
+    """
+    if episode.ok:
+        return None
+    code, detail, sid = episode.failure_reason, episode.failure_detail or "", episode.session_id[:8]
+    where = f"session {sid}: {detail}"
+    if code == "bad_metadata":
+        return Finding("data", f"row {episode.row}: {detail}",
+                       "each line needs a 'metadata' object: it is the agent's payload")
+    if code == "invoke_error":
+        fix = ("check AGENT_RUNTIME_ARN (and its region) and that these credentials may call "
+               "bedrock-agentcore:InvokeAgentRuntime" if wiring.acr
+               else "start the agent, and check AGENT_URL")
+        return Finding("agent", f"invoking {wiring.agent} failed ({where})", fix)
+    if episode.turns == 0 and log.calls == 0:
+        if code == "timeout" or _unreachable(detail):
+            return Finding(
+                "agent-reaches-gateway",
+                f"the agent never reached the gateway at {wiring.gateway_url} ({where})",
+                "the agent must reach this node's address: on ACR run the runtime in VPC mode in a "
+                "subnet that routes to this node and open GATEWAY_PORT (set it, not 0) to it in the "
+                "node's security group; or set GATEWAY_HOST to this node's address in that network",
+            )
+        return Finding("payload", f"the agent crashed on the payload of row {episode.row} before calling "
+                       f"the model ({where})",
+                       "the payload is the row's metadata plus _rollout: make DATA_PATH rows fit what the "
+                       "agent reads (the agent's log for that session says more)")
+    if code in ("agent_crashed", "gateway_error", "other") and log.tool_called and not log.came_back:
+        return Finding("tool-call", f"the agent failed after the stand-in called {log.tool_called}"
+                       f"({log.tool_arguments}) ({where})",
+                       "the tool must cope with any arguments its schema allows: see the agent's log "
+                       "for that session")
+    if code == "timeout":
+        return Finding("results", f"no result landed under {wiring.results} although the agent talked to "
+                       f"the model ({episode.turns} calls; {where})",
+                       "the agent must write s3://<_rollout.s3_bucket>/<exp_id>/<input_id>/<session id>.json "
+                       "(agentcore-rl-toolkit's app does); give its role (ACR: the execution role) "
+                       "s3:PutObject on the bucket")
+    return Finding("reward", f"the result has no readable reward ({where})",
+                   "the agent's result must be {\"rewards\": <number>} with status_code 200")
+
+
+def episode_checks(
+    episodes: Sequence[Episode], logs: dict[str, SessionLog], wiring: Wiring
+) -> list[Result]:
+    """One line per episode check: FAIL where episodes broke (the first one's detail), PASS
+    where every episode that got there went on; a check no episode reached has no line.
+
+    :param episodes: the rehearsal's episodes.
+    :param logs: the stand-in's record of each session.
+    :param wiring: the rehearsal's agent, gateway address and results prefix.
+    """
+    findings = {e.session_id: diagnose(e, logs.get(e.session_id, SessionLog()), wiring) for e in episodes}
+
+    def stage(episode: Episode) -> int:
+        finding = findings[episode.session_id]
+        return STAGES.index(finding.check) if finding else len(STAGES)
+
+    results = []
+    for index, check in enumerate(STAGES):
+        broke = [e for e in episodes if stage(e) == index]
+        went_on = [e for e in episodes if stage(e) > index]
+        name = f"rehearse.{check}"
+        if broke:
+            finding = findings[broke[0].session_id]
+            assert finding is not None
+            count = f"{len(broke)} of {len(episodes)} episodes: " if len(episodes) > 1 else ""
+            results.append(failed(name, count + finding.found, finding.fix))
+        elif went_on:
+            results.append(_passed(check, went_on, logs, wiring))
+    return results
+
+
+def _passed(check: str, episodes: Sequence[Episode], logs: dict[str, SessionLog], wiring: Wiring) -> Result:
+    n, name = len(episodes), f"rehearse.{check}"
+    if check == "tool-call":
+        return _tool_check(episodes, logs)
+    texts = {
+        "data": f"{n} rows' metadata are objects (the agent's payloads)",
+        "agent": f"{wiring.agent} took {n} invocation(s)",
+        "agent-reaches-gateway": f"the agent called the model at {wiring.gateway_url} ({n} episodes)",
+        "payload": f"the agent took the payload of {n} row(s) and went on to the model",
+        "results": f"{n} result(s) landed under {wiring.results}",
+        "reward": "rewards read: " + ", ".join(f"{e.reward:g}" for e in episodes if e.reward is not None),
+    }
+    return passed(name, texts[check])
+
+
+def _tool_check(episodes: Sequence[Episode], logs: dict[str, SessionLog]) -> Result:
+    sessions = [logs.get(e.session_id, SessionLog()) for e in episodes]
+    problem = next((log.problem for log in sessions if log.problem), "")
+    if problem:
+        return failed("rehearse.tool-call", f"{problem}: the gateway would not see the model's tool calls",
+                      "set SGLANG_TOOL_CALL_PARSER (or RENDERER_FAMILY) to the model's tool-call format")
+    called = [(log, e) for log, e in zip(sessions, episodes, strict=True) if log.tool_called]
+    if not called:
+        return warned("rehearse.tool-call", "no tool found in the prompt: tool calls were not rehearsed",
+                      "if the agent offers tools, its chat template writes them in a form the stand-in "
+                      "cannot read (it looks for JSON tool specs); the rest of the wiring was tried")
+    back = sum(1 for log, _ in called if log.came_back)
+    tools = sorted({log.tool_called for log, _ in called})
+    return passed("rehearse.tool-call", f"the agent ran {', '.join(tools)} for the stand-in's call and came "
+                  f"back to the model ({back} of {len(called)} episodes)")
+
+
+# --------------------------------------------------------------------------- steps
+def check_bucket(config: ToolkitConfig) -> Result:
+    """HEAD the results bucket from this machine (what the rollout lists results in)."""
+    import boto3
+    import botocore.exceptions
+
+    session = boto3.session.Session(region_name=config.region) if config.region else boto3.session.Session()
+    bucket = config.s3_bucket
+    try:
+        session.client("s3").head_bucket(Bucket=bucket)
+    except botocore.exceptions.ClientError as exc:
+        code = str(exc.response.get("Error", {}).get("Code", "error"))
+        if code in ("404", "NoSuchBucket"):
+            return failed("rehearse.bucket", f"s3://{bucket} does not exist",
+                          "create it (aws s3 mb s3://<name>) or fix S3_BUCKET")
+        return failed("rehearse.bucket", f"s3://{bucket} answers {code}",
+                      "these credentials need s3:ListBucket and s3:GetObject on it (the agent's role "
+                      "s3:PutObject); check S3_BUCKET and its region")
+    except botocore.exceptions.BotoCoreError as exc:
+        return failed("rehearse.bucket", f"cannot reach S3 for s3://{bucket}: {exc}",
+                      "check the network, the credentials and AWS_ENDPOINT_URL_S3")
+    return passed("rehearse.bucket", f"s3://{bucket} answers from this machine")
+
+
+def check_gateway_address(url: str, acr: bool) -> Result:
+    """The address agents are given: an ACR agent can never reach a loopback one."""
+    host = url.split("//", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    if acr and (host.startswith("127.") or host in ("::1", "localhost")):
+        return failed("rehearse.gateway", f"the gateway gives agents {url}, a loopback address no ACR agent "
+                      "can reach", "unset GATEWAY_HOST (the gateway then serves every interface and gives "
+                      "this node's address) or set it to this node's address in the agent's network")
+    return passed("rehearse.gateway", f"the real gateway serves the stand-in policy at {url}")
+
+
+async def _episodes(
+    config: ToolkitConfig, gateway: RecordingGateway, payloads: list[Any], input_id: str
+) -> list[Episode]:
+    from agentcore_slime.episodes import make_runner
+
+    sampling = {"temperature": 1.0, "max_new_tokens": 1024}
+    workers = config.max_pool_connections
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rehearse-io") as pool:
+        launcher = make_runner(config, pool)
+        try:
+            runner = EpisodeRunner(gateway, launcher, pool, input_id, sampling)
+            return await run_all(runner, payloads, 1, config.max_concurrent)
+        finally:
+            await launcher.close()
+
+
+def records(episodes: Sequence[Episode], calls: dict[str, list[Any]]) -> list[EpisodeRecord]:
+    """The report's episode records (``episodes/eval-0-rehearsal.jsonl``), every call included."""
+    return [
+        EpisodeRecord(
+            session_id=e.session_id,
+            group=e.row,
+            index=number,
+            reward=e.reward,
+            failure_class=e.failure_class,
+            reason=e.failure_detail or "",
+            seconds=e.seconds,
+            calls=[CallRecord.from_trace(trace) for trace in calls.get(e.session_id, [])],
+            dataset=DATASET,
+            failure=e.failure_reason or "",
+        )
+        for number, e in enumerate(episodes)
+    ]
+
+
+def write_outputs(out_dir: Path, episodes: Sequence[Episode], calls: dict[str, list[Any]],
+                  checks: Sequence[Result], settings: dict[str, Any], seconds: float) -> None:
+    """Write what bin/eval writes (``episodes.jsonl``, ``summary.json`` with ``rehearsal: true``
+    and the checks) plus the report's records, each file whole and private."""
+    write_whole(out_dir / "episodes.jsonl", "".join(json.dumps(asdict(e)) + "\n" for e in episodes))
+    folder = private_dir(out_dir / EPISODES_DIR)
+    write_whole(folder / f"eval-0-{DATASET}.jsonl",
+                "".join(json.dumps(r.to_json()) + "\n" for r in records(episodes, calls)))
+    document = {
+        "rehearsal": True,
+        "stand_in_policy": f"calls the first tool offered once, then answers {ANSWER!r}",
+        "checks": [{**asdict(c), "status": c.status.value} for c in checks],
+        **summarize(list(episodes), 1, seconds),
+        "settings": settings,
+    }
+    write_whole(out_dir / "summary.json", json.dumps(document, indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    """Run the rehearsal; return its exit status.
+
+    :param argv: arguments (default: ``sys.argv[1:]``).
+    """
+    try:
+        args = parser().parse_args(argv)
+        if args.limit < 1:
+            raise UsageError(f"--limit {args.limit} must be at least 1")
+        if not Path(args.data).is_file():
+            raise UsageError(f"--data {args.data} does not exist (point it at the training JSONL)")
+        config = read_config(args.config)
+        payloads = load_payloads(args.data, args.limit)
+    except UsageError as exc:
+        say(str(exc))
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    out_dir = Path(args.out_dir)
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(out_dir)  # bin/eval made it; made here (0700) when the module runs alone
+    except OSError as exc:
+        say(f"cannot use --out-dir {out_dir}: {exc} (choose another directory)")
+        return 2
+    return rehearse(config, payloads, args.model_dir, out_dir)
+
+
+def _data_check(payloads: list[Any]) -> Result:
+    bad = [i for i, p in enumerate(payloads) if not isinstance(p, dict)]
+    if bad:
+        return failed("rehearse.data", f"row {bad[0]}'s metadata is {type(payloads[bad[0]]).__name__}, "
+                      "not an object", "each line needs a 'metadata' object: it is the agent's payload")
+    return passed("rehearse.data",
+                  f"{len(payloads)} row(s), each with a metadata object (the agent's payload)")
+
+
+def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path) -> int:
+    """Run the checks and the episodes; print one line per check; write the outputs.
+
+    :param config: the run's settings (agent, bucket, gateway).
+    :param payloads: the rows' metadata.
+    :param model_dir: the model's HF directory (tokenizer and chat template).
+    :param out_dir: where the outputs go.
+    :returns: the exit status (0 no check failed, 1 one did).
+    """
+    return Rehearsal(config, payloads, model_dir, out_dir).run()
+
+
+class Rehearsal:
+    """One rehearsal: the checks found so far, then the outputs.
+
+    Each step that fails ends the rehearsal with what was found up to there (a missing bucket
+    starts no episode: every one would only time out).
+    """
+
+    def __init__(self, config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path) -> None:
+        self.config = config
+        self.payloads = payloads
+        self.model_dir = model_dir
+        self.out_dir = out_dir
+        self.acr = bool(config.agent_runtime_arn)
+        self.banner = BANNER.format(answer=ANSWER)
+        self.checks: list[Result] = []
+        self.input_id = f"rehearsal-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+        self.started = time.monotonic()
+
+    def run(self) -> int:
+        """The whole rehearsal; returns the exit status."""
+        say(self.banner)
+        self.checks += [_data_check(self.payloads), check_bucket(self.config)]
+        if self.checks[-1].status is Status.FAIL:
+            return self.finish([], {}, {"skipped": "the bucket check failed"})
+        try:
+            policy = StandInPolicy(self.model_dir, self.config.renderer_family,
+                                   self.config.sglang_tool_call_parser, self.config.sglang_reasoning_parser)
+        except Exception as exc:  # noqa: BLE001 - any failure to load is this one finding
+            found = f"the model's tokenizer or renderer does not load: {exc}"
+            fix = "check MODEL_DIR, RENDERER_FAMILY and SGLANG_TOOL_CALL_PARSER"
+            self.checks.append(failed("rehearse.gateway", found, fix))
+            return self.finish([], {}, {"skipped": "the model's renderer did not load"})
+        engine = StandInEngine(policy)
+        engine.start()
+        try:
+            return self.through_gateway(engine)
+        finally:
+            engine.stop()
+
+    def through_gateway(self, engine: StandInEngine) -> int:
+        """Start the gateway in front of the stand-in engine and run the episodes through it."""
+        try:
+            engine_at = argparse.Namespace(model_dir=self.model_dir, engine_url=engine.url,
+                                           context_length=None)
+            gateway = start_gateway(self.config, engine_at)
+        except (RuntimeError, ValueError, OSError) as exc:
+            self.checks.append(failed("rehearse.gateway", f"the gateway cannot start: {exc}",
+                                      "GATEWAY_HOST must be an address of this machine (or unset), "
+                                      "GATEWAY_PORT free (or 0)"))
+            return self.finish([], {}, {"skipped": "the gateway did not start"})
+        recording = RecordingGateway(gateway)
+        wiring = self.wiring(gateway.url)
+        try:
+            self.checks.append(check_gateway_address(gateway.url, self.acr))
+            say(f"{len(self.payloads)} episode(s) of {wiring.agent} through {gateway.url}; results under "
+                f"{wiring.results}")
+            episodes = asyncio.run(_episodes(self.config, recording, self.payloads, self.input_id))
+        finally:
+            gateway.shutdown()
+        found = episode_checks(episodes, dict(engine.policy.sessions), wiring)
+        self.checks += [c for c in found if c.check != "rehearse.data"]  # the rows were checked first
+        settings = {
+            "agent": self.config.agent_runtime_arn or self.config.agent_url,
+            "transport": "acr" if self.acr else "local",
+            "gateway_url": gateway.url,
+            "s3_results": wiring.results,
+            "model_dir": self.model_dir,
+            "acr_timeout": self.config.acr_timeout,
+            "config": self.config.source,
+        }
+        return self.finish(episodes, recording.calls, settings)
+
+    def wiring(self, gateway_url: str) -> Wiring:
+        """What the fixes name."""
+        c = self.config
+        agent = f"ACR runtime {c.agent_runtime_arn}" if self.acr else f"the agent at {c.agent_url}"
+        return Wiring(agent, self.acr, gateway_url, f"s3://{c.s3_bucket}/{c.exp_id}/{self.input_id}/")
+
+    def finish(
+        self, episodes: Sequence[Episode], calls: dict[str, list[Any]], settings: dict[str, Any]
+    ) -> int:
+        """Write the outputs, print the lines; the exit status."""
+        seconds = time.monotonic() - self.started
+        write_outputs(self.out_dir, episodes, calls, self.checks, settings, seconds)
+        print(self.banner)
+        for result in self.checks:
+            print(result.line())
+        print(f"results: {self.out_dir} (bin/report {self.out_dir} shows every call)")
+        sys.stdout.flush()
+        say(f"{summary(self.checks)} (a REHEARSAL with a stand-in policy: its rewards say nothing "
+            "about any model)")
+        return exit_status(self.checks)
+
+
+if __name__ == "__main__":  # python -m agentcore_slime.evaluate.rehearse
+    raise SystemExit(main())
