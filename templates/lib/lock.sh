@@ -157,28 +157,48 @@ run_marker_env() { # <slot>
   printf 'AGENTCORE_SLIME_RUN=%s' "$1"
 }
 
-# acquire_eval_lock NAME: bin/eval's lock. With CUDA_VISIBLE_DEVICES unset the evaluation would
-# use this node's GPUs from 0 up, as training does: refused, naming the run, while one of this
-# user's training runs holds its lock here. Then one evaluation per GPU set (CUDA_VISIBLE_DEVICES,
-# or all): a held eval lock is refused naming that evaluation. Sets TOOLKIT_RUN_SLOT.
+# acquire_eval_lock NAME: bin/eval's lock, one evaluation per GPU set (CUDA_VISIBLE_DEVICES, or
+# all): a held eval lock is refused naming that evaluation. With CUDA_VISIBLE_DEVICES unset the
+# evaluation would use this node's GPUs from 0 up, as training does: refused, naming the run,
+# while one of this user's training runs holds its lock here. The own lock is taken before the
+# others are looked at, as training does (refuse_beside_evaluations): of an evaluation and a
+# training run starting together, at least one sees the other. Sets TOOLKIT_RUN_SLOT.
 acquire_eval_lock() { # <name>
   local dir gpus=${CUDA_VISIBLE_DEVICES:-all} lock holder_pid holder_name
   dir=$(toolkit_runtime_dir)
   ensure_private_dir "$dir"
-  if [[ $gpus == all ]]; then
-    for lock in "$dir"/ray-*.lock; do
-      [[ -f $lock ]] || continue
-      probe_lock "$lock" && continue
-      read -r holder_pid holder_name <<<"$TOOLKIT_LOCK_HOLDER"
-      die "training run ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs (wait for it to end, or give this evaluation GPUs of its own: CUDA_VISIBLE_DEVICES=6,7 bin/eval ...)"
-    done
-  else
-    say "evaluating on GPUs $gpus (CUDA_VISIBLE_DEVICES): not checking for a training run here"
-  fi
   TOOLKIT_RUN_SLOT=$(lock_slot eval "$gpus")
-  lock="$dir/$TOOLKIT_RUN_SLOT.lock"
-  if ! take_lock "$lock" "$$ $1"; then
-    read -r holder_pid holder_name <<<"$TOOLKIT_LOCK_HOLDER"
+  if ! take_lock "$dir/$TOOLKIT_RUN_SLOT.lock" "$$ $1 $gpus"; then
+    read -r holder_pid holder_name _ <<<"$TOOLKIT_LOCK_HOLDER"
     die "another evaluation uses these GPUs ($gpus): ${holder_name:-?} (PID ${holder_pid:-?}) (wait for it to end, or set CUDA_VISIBLE_DEVICES to other GPUs)"
   fi
+  if [[ $gpus != all ]]; then
+    say "evaluating on GPUs $gpus (CUDA_VISIBLE_DEVICES): not checking for a training run here"
+    return 0
+  fi
+  for lock in "$dir"/ray-*.lock; do
+    [[ -f $lock ]] || continue
+    probe_lock "$lock" && continue
+    release_lock
+    read -r holder_pid holder_name <<<"$TOOLKIT_LOCK_HOLDER"
+    die "training run ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs (wait for it to end, or give this evaluation GPUs of its own: CUDA_VISIBLE_DEVICES=6,7 bin/eval ...)"
+  done
+}
+
+# refuse_beside_evaluations: a training run uses this node's GPUs from 0 up unless
+# CUDA_VISIBLE_DEVICES says which: refused, naming it, while one of this user's evaluations
+# holds its lock here (any GPU set: it may be one of training's). Called with the run lock held.
+refuse_beside_evaluations() {
+  local lock holder_pid holder_name holder_gpus
+  if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+    say "training on GPUs $CUDA_VISIBLE_DEVICES (CUDA_VISIBLE_DEVICES): not checking for an evaluation here"
+    return 0
+  fi
+  for lock in "$(toolkit_runtime_dir)"/eval-*.lock; do
+    [[ -f $lock ]] || continue
+    probe_lock "$lock" && continue
+    release_lock
+    read -r holder_pid holder_name holder_gpus <<<"$TOOLKIT_LOCK_HOLDER"
+    die "evaluation ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs ${holder_gpus:-} (wait for it to end, or give this run GPUs of its own: CUDA_VISIBLE_DEVICES=0,1,2,3 bin/train ...)"
+  done
 }

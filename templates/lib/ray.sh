@@ -212,7 +212,8 @@ resolve_ray_temp_dir() {
 
 # acquire_run_lock EXP_ID: one run at a time on this node's Ray (RAY_TEMP_DIR), with the
 # kernel lock ray-<hash>.lock in the private directory (lock.sh). A held lock is an error
-# naming the holder's PID and EXP_ID. Sets TOOLKIT_RUN_SLOT, the marker of this run's processes.
+# naming the holder's PID and EXP_ID; so is one of this user's evaluations on the node's GPUs.
+# Sets TOOLKIT_RUN_SLOT, the marker of this run's processes.
 acquire_run_lock() { # <exp-id>
   local lock holder_pid holder_exp
   TOOLKIT_RUN_SLOT=$(lock_slot ray "$RAY_TEMP_DIR")
@@ -221,6 +222,7 @@ acquire_run_lock() { # <exp-id>
     read -r holder_pid holder_exp <<<"$TOOLKIT_LOCK_HOLDER"
     die "another run uses this node's Ray: PID ${holder_pid:-?} (EXP_ID ${holder_exp:-?}), lock $lock (wait for it to end, stop it with 'kill ${holder_pid:-PID}', or give this run its own RAY_TEMP_DIR and Ray ports)"
   fi
+  refuse_beside_evaluations
 }
 
 # release_run_lock: let go of the run lock (the kernel also does when this script dies).

@@ -248,6 +248,60 @@ exit 0'
   release_run_lock
 }
 
+@test "an evaluation of this user holds the GPUs: training refused naming it; CUDA_VISIBLE_DEVICES lets it run beside" {
+  {
+    script_prelude
+    echo "CUDA_VISIBLE_DEVICES=6,7 acquire_eval_lock eval-of-exp-a; echo held >'$WORK/held'; sleep 30"
+  } >"$WORK/holder.sh"
+  bash "$WORK/holder.sh" 2>/dev/null &
+  local holder=$!
+  wait_for_file "$WORK/held"
+  resolve_ray_temp_dir
+  TOOLKIT_LOCK_WAIT=0 run -1 acquire_run_lock exp-b
+  assert_output "train.sh: evaluation eval-of-exp-a (PID $holder) uses this node's GPUs 6,7 (wait for it to end, or give this run GPUs of its own: CUDA_VISIBLE_DEVICES=0,1,2,3 bin/train ...)"
+  # the refused run let go of its own lock: the next one (on other GPUs) takes it
+  CUDA_VISIBLE_DEVICES=0,1 TOOLKIT_LOCK_WAIT=0 run -0 acquire_run_lock exp-c
+  assert_output "train.sh: training on GPUs 0,1 (CUDA_VISIBLE_DEVICES): not checking for an evaluation here"
+  kill -KILL "$holder"
+  wait "$holder" 2>/dev/null || true
+  TOOLKIT_LOCK_WAIT=0 acquire_run_lock exp-d
+  release_run_lock
+}
+
+@test "the race: an evaluation and a training run started together (50 trials), never both running" {
+  local trial both=0 pids go contender pid
+  resolve_ray_temp_dir
+  for ((trial = 0; trial < 50; trial++)); do
+    mkfifo "$WORK/go.$trial"
+    exec {go}<>"$WORK/go.$trial"
+    pids=()
+    for contender in eval train; do
+      (
+        read -r _ <"$WORK/go.$trial" || true
+        if [[ $contender == eval ]]; then
+          acquire_eval_lock "eval-$trial" 2>/dev/null
+        else
+          TOOLKIT_LOCK_WAIT=0 acquire_run_lock "exp-$trial" 2>/dev/null
+        fi
+        : >"$WORK/got.$trial.$contender" # refused: the library exited before this line
+        exec /bin/sleep 10                # still holding its lock while the other decides
+      ) &
+      pids+=($!)
+    done
+    printf 'go\ngo\n' >&"$go"
+    exec {go}>&-
+    for contender in 0 1; do # each one: running with its lock, or gone (refused)
+      pid=${pids[contender]}
+      until [[ -e $WORK/got.$trial.eval && $contender == 0 || -e $WORK/got.$trial.train && $contender == 1 ]] ||
+        ! kill -0 "$pid" 2>/dev/null; do /bin/sleep 0.01; done
+    done
+    [[ -e $WORK/got.$trial.eval && -e $WORK/got.$trial.train ]] && both=$((both + 1))
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  done
+  ((both == 0)) || flunk "$both of 50 trials had an evaluation and a training run on the same GPUs"
+}
+
 @test "the run lock is not inherited: a child that outlives the script (ray start --block, the watch) holds nothing" {
   {
     script_prelude
