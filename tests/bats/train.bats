@@ -354,8 +354,8 @@ refute_line_in_job() {
   mkdir "$WORK/tmp"
   TMPDIR=$WORK/tmp run -0 --separate-stderr "$TRAIN" --dry-run --set NUM_ROLLOUT=3 "$WORK/exp.env"
   ((${#lines[@]} == 1)) || flunk "$output"
-  [[ ${lines[0]} == "python3 $WORK/install/slime/train.py \${MODEL_ARGS[@]} "*"--num-rollout 3"* ]] || flunk "$output"
-  [[ ${lines[0]} == *" --custom-config-path $RUN_DIR/toolkit.yaml "* ]] || flunk "$output"
+  [[ ${lines[0]} == "python3 $WORK/install/slime/train.py --swiglu --num-layers 36 "*"--num-rollout 3"* ]] || flunk "$output"
+  [[ ${lines[0]} == *" --custom-config-path $RUN_DIR/toolkit.yaml" ]] || flunk "$output"
   refute_calls
   [[ ! -e $TOOLKIT_RUNS_DIR ]]
   run -0 find "$WORK/tmp" -mindepth 1
