@@ -71,18 +71,7 @@ dry_run_then_real() { # <bin/train argument>...
 }
 
 @test "--dry-run of a two-node head: the multi-node command, expanded, as submitted" {
-  # shellcheck disable=SC2016 # the stub's body expands when it runs
-  stub ray '
-if [[ $1 == list ]]; then
-  echo "[{\"node_id\": \"h\", \"node_ip\": \"10.1.1.1\", \"is_head_node\": true, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}},
-{\"node_id\": \"w\", \"node_ip\": \"10.1.1.2\", \"is_head_node\": false, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}}]"
-fi
-if [[ $1 == job && $2 == submit ]]; then
-  while [[ $1 != -- ]]; do shift; done
-  shift
-  printf "%s\0" "$@" >"$JOB_ARGV"
-fi
-exit 0'
+  stub_two_node_ray
   # the head's end-of-run word to the workers needs a live GCS: it fails at once here
   stub timeout 'exit 124'
   export TOOLKIT_NODE_POLL=60
