@@ -2,7 +2,7 @@
 # The one python finder of the bin/ commands. Sourced by bin/train, bin/eval, bin/doctor and
 # bin/report; not run on its own.
 #
-# toolkit_python [--no-install] PROG DEP... prints a python >= 3.10 that imports every DEP
+# toolkit_python [--no-install] PROG DEP... prints a python >= 3.11 that imports every DEP
 # (a pip requirement string: jinja2>=3.1, pyyaml>=6, python-dotenv>=1.0, matplotlib>=3.8...):
 # TOOLKIT_PYTHON when set (an error when it lacks one), else python3 when it has them all,
 # else the private venv TOOLKIT_VENV (default <repo>/.toolkit/venv), into which the DEPs are
@@ -12,6 +12,10 @@
 # toolkit_exec_python PYTHON MODULE ARG...: exec PYTHON -m MODULE with <repo>/python first on
 # PYTHONPATH, the caller's PYTHONPATH saved for the scripts the launchers exec
 # (TOOLKIT_SAVED_PYTHONPATH) and TOOLKIT_REPO exported.
+
+# The python floor of every bin/ command: the package's requires-python (python/pyproject.toml).
+# tests/python/test_python_floor.py keeps every mention of a floor in the repository the same.
+TOOLKIT_PYTHON_FLOOR=3.11
 
 # _toolkit_module DEP: the module a requirement string is imported as (pyyaml>=6 -> yaml).
 _toolkit_module() { # <dep>
@@ -23,12 +27,13 @@ _toolkit_module() { # <dep>
   esac
 }
 
-# _toolkit_probe PYTHON MODULE...: 0 when PYTHON >= 3.10 imports every MODULE, 3 when it is
-# older, 4 when a module is missing, 127 when PYTHON does not run.
+# _toolkit_probe PYTHON MODULE...: 0 when PYTHON >= TOOLKIT_PYTHON_FLOOR imports every MODULE,
+# 3 when it is older, 4 when a module is missing, 127 when PYTHON does not run.
 _toolkit_probe() { # <python> <module>...
   command -v "$1" >/dev/null 2>&1 || return 127
   "$1" -c 'import sys, importlib.util as u
-sys.exit(3 if sys.version_info < (3, 10) else 4 if None in map(u.find_spec, sys.argv[1:]) else 0)' "${@:2}"
+floor = tuple(map(int, sys.argv[1].split(".")))
+sys.exit(3 if sys.version_info < floor else 4 if None in map(u.find_spec, sys.argv[2:]) else 0)' "$TOOLKIT_PYTHON_FLOOR" "${@:2}"
 }
 
 # _toolkit_fail PROG MESSAGE [STATUS]: print PROG: MESSAGE on stderr, return STATUS (127).
@@ -40,8 +45,8 @@ _toolkit_fail() { # <prog> <message> [status]
 # _toolkit_check PROG PYTHON STATUS: fail with the reason for a probe STATUS of 127 or 3.
 _toolkit_check() { # <prog> <python> <status>
   case $3 in
-    127) _toolkit_fail "$1" "$2 not found (install python3 >= 3.10, or set TOOLKIT_PYTHON)" ;;
-    3) _toolkit_fail "$1" "$2 is older than Python 3.10 (install a newer python3, or set TOOLKIT_PYTHON)" ;;
+    127) _toolkit_fail "$1" "$2 not found (install python3 >= $TOOLKIT_PYTHON_FLOOR, or set TOOLKIT_PYTHON)" ;;
+    3) _toolkit_fail "$1" "$2 is older than Python $TOOLKIT_PYTHON_FLOOR (install a newer python3, or set TOOLKIT_PYTHON)" ;;
   esac
 }
 
@@ -92,7 +97,7 @@ toolkit_python() { # [--no-install] <prog> <dep>...
   fi
   if ! _toolkit_probe "$venv/bin/python" "${modules[@]}"; then
     ((install)) ||
-      _toolkit_fail "$prog" "no python >= 3.10 with $(_toolkit_and "${names[@]}") (run bin/train once to create its venv, or set TOOLKIT_PYTHON)" ||
+      _toolkit_fail "$prog" "no python >= $TOOLKIT_PYTHON_FLOOR with $(_toolkit_and "${names[@]}") (run bin/train once to create its venv, or set TOOLKIT_PYTHON)" ||
       return
     _toolkit_bootstrap "$prog" "$venv" "${deps[@]}" || return
   fi

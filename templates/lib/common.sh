@@ -79,3 +79,26 @@ stop_logging() {
   exec >&- 2>&-
   wait "$TOOLKIT_TEE_PID" 2>/dev/null || true
 }
+
+# command_line PLACEHOLDER... -- WORD...: the WORDs on one line that bash reads back as the same
+# words: each as it is when no character in it is special to the shell, else quoted (${WORD@Q}:
+# '...', or $'...' for control characters). A WORD equal to a PLACEHOLDER (such as
+# ${MODEL_ARGS[@]}, for what could not be built) is printed as it is.
+command_line() { # <placeholder>... -- <word>...
+  local -a placeholders=()
+  local word line="" quoted placeholder
+  while [[ $1 != -- ]]; do
+    placeholders+=("$1")
+    shift
+  done
+  shift
+  for word; do
+    quoted=${word@Q}
+    [[ $word =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]] && quoted=$word
+    for placeholder in "${placeholders[@]}"; do
+      [[ $word == "$placeholder" ]] && quoted=$word
+    done
+    line+=${line:+ }$quoted
+  done
+  printf '%s\n' "$line"
+}

@@ -75,6 +75,23 @@ fi
 exit 0'
 }
 
+# stub_two_node_ray: a ray whose cluster has the head (10.1.1.1) and one worker (10.1.1.2), 8
+# GPUs each, and whose `ray job submit` records the entrypoint's argv in $JOB_ARGV.
+stub_two_node_ray() {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray '
+if [[ $1 == list ]]; then
+  echo "[{\"node_id\": \"h\", \"node_ip\": \"10.1.1.1\", \"is_head_node\": true, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}},
+{\"node_id\": \"w\", \"node_ip\": \"10.1.1.2\", \"is_head_node\": false, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}}]"
+fi
+if [[ $1 == job && $2 == submit ]]; then
+  while [[ $1 != -- ]]; do shift; done
+  shift
+  printf "%s\0" "$@" >"$JOB_ARGV"
+fi
+exit 0'
+}
+
 # job_argv: the recorded train.py argv, one argument per line (newlines shown as \n).
 job_argv() {
   local arg

@@ -48,14 +48,47 @@ esac'
     flunk "stderr: $stderr"
 }
 
-@test "bin/report: a TOOLKIT_PYTHON that does not run, and one older than 3.10 (127)" {
+@test "bin/report: a TOOLKIT_PYTHON that does not run, and one older than 3.11 (127)" {
   TOOLKIT_PYTHON=no-such-python run -127 --separate-stderr "$REPO_ROOT/bin/report" "$WORK"
-  [[ $stderr == "bin/report: no-such-python not found (install python3 >= 3.10, or set TOOLKIT_PYTHON)" ]] ||
+  [[ $stderr == "bin/report: no-such-python not found (install python3 >= 3.11, or set TOOLKIT_PYTHON)" ]] ||
     flunk "stderr: $stderr"
   stub oldpy 'exit 3'
   TOOLKIT_PYTHON=oldpy run -127 --separate-stderr "$REPO_ROOT/bin/report" "$WORK"
-  [[ $stderr == "bin/report: oldpy is older than Python 3.10 (install a newer python3, or set TOOLKIT_PYTHON)" ]] ||
+  [[ $stderr == "bin/report: oldpy is older than Python 3.11 (install a newer python3, or set TOOLKIT_PYTHON)" ]] ||
     flunk "stderr: $stderr"
+}
+
+# python_reporting NAME MAJOR MINOR: NAME runs the real python3 with sys.version_info set to
+# MAJOR.MINOR before the code it gets with -c: the finder's own probe runs, on a given version.
+python_reporting() { # <name> <major> <minor>
+  local real
+  real=$(command -v python3)
+  cat >"$STUB_DIR/$1" <<EOF
+#!/usr/bin/env bash
+[[ \$1 == -c ]] || exec "$real" "\$@"
+code="import sys; sys.version_info = ($2, $3, 9, 'final', 0)
+\$2"
+shift 2
+exec "$real" -c "\$code" "\$@"
+EOF
+  chmod +x "$STUB_DIR/$1"
+}
+
+@test "the python floor is 3.11, the package's: the finder's probe refuses a 3.10 and takes a 3.11" {
+  python_reporting py310 3 10
+  python_reporting py311 3 11
+  TOOLKIT_PYTHON=py310 run -127 --separate-stderr "$REPO_ROOT/bin/report" "$WORK"
+  [[ $stderr == "bin/report: py310 is older than Python 3.11 (install a newer python3, or set TOOLKIT_PYTHON)" ]] ||
+    flunk "stderr: $stderr"
+  # shellcheck source=libexec/python.bash
+  source "$REPO_ROOT/libexec/python.bash"
+  run -0 _toolkit_probe py311 json
+  run -4 _toolkit_probe py311 no_such_module_here
+  grep -q '^requires-python = ">=3.11"$' "$REPO_ROOT/python/pyproject.toml" || flunk "the package's floor moved"
+  run -0 "$REPO_ROOT/bin/train" --help
+  assert_output_contains "python (>= 3.11, with jinja2"
+  run -0 "$REPO_ROOT/bin/report" --help
+  assert_output_contains "python (>= 3.11, with jinja2"
 }
 
 @test "bin/report: the venv gets only what it lacks, without a new venv over an existing one" {
@@ -74,7 +107,7 @@ esac'
 @test "bin/doctor never installs: without a python that has the helpers it says how to get one (127)" {
   stub_bare_python3
   run -127 --separate-stderr "$REPO_ROOT/bin/doctor" x.env
-  [[ $stderr == "bin/doctor: no python >= 3.10 with jinja2, pyyaml and python-dotenv (run bin/train once to create its venv, or set TOOLKIT_PYTHON)" ]] ||
+  [[ $stderr == "bin/doctor: no python >= 3.11 with jinja2, pyyaml and python-dotenv (run bin/train once to create its venv, or set TOOLKIT_PYTHON)" ]] ||
     flunk "stderr: $stderr"
   [[ ! -e $TOOLKIT_VENV ]] || flunk "a venv was created"
   run calls

@@ -162,18 +162,7 @@ exit 0'
 }
 
 @test "two nodes: join.sh rendered, the head prints the worker command, waits, multi-node flags" {
-  # shellcheck disable=SC2016 # the stub's body expands when it runs
-  stub ray '
-if [[ $1 == list ]]; then
-  echo "[{\"node_id\": \"h\", \"node_ip\": \"10.1.1.1\", \"is_head_node\": true, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}},
-{\"node_id\": \"w\", \"node_ip\": \"10.1.1.2\", \"is_head_node\": false, \"state\": \"ALIVE\", \"resources_total\": {\"GPU\": 8.0}}]"
-fi
-if [[ $1 == job && $2 == submit ]]; then
-  while [[ $1 != -- ]]; do shift; done
-  shift
-  printf "%s\0" "$@" >"$JOB_ARGV"
-fi
-exit 0'
+  stub_two_node_ray
   export TOOLKIT_NODE_POLL=60
   run -0 "$TRAIN" --set NUM_NODES=2 "$WORK/exp.env"
   [[ -x $RUN_DIR/join.sh ]] || flunk "no join.sh"
@@ -354,8 +343,8 @@ refute_line_in_job() {
   mkdir "$WORK/tmp"
   TMPDIR=$WORK/tmp run -0 --separate-stderr "$TRAIN" --dry-run --set NUM_ROLLOUT=3 "$WORK/exp.env"
   ((${#lines[@]} == 1)) || flunk "$output"
-  [[ ${lines[0]} == "python3 $WORK/install/slime/train.py \${MODEL_ARGS[@]} "*"--num-rollout 3"* ]] || flunk "$output"
-  [[ ${lines[0]} == *" --custom-config-path $RUN_DIR/toolkit.yaml "* ]] || flunk "$output"
+  [[ ${lines[0]} == "python3 $WORK/install/slime/train.py --swiglu --num-layers 36 "*"--num-rollout 3"* ]] || flunk "$output"
+  [[ ${lines[0]} == *" --custom-config-path $RUN_DIR/toolkit.yaml" ]] || flunk "$output"
   refute_calls
   [[ ! -e $TOOLKIT_RUNS_DIR ]]
   run -0 find "$WORK/tmp" -mindepth 1

@@ -29,6 +29,9 @@ JOB_MODULES = (
     "renderers",
     "transformers",
 )
+#: the job imports this package: its python floor is the package's requires-python
+PYTHON_FLOOR = (3, 11)
+FLOOR = ".".join(map(str, PYTHON_FLOOR))
 _IMPORTS = Path(__file__).with_name("_imports.py")
 _PIN = re.compile(r'^PIN_SLIME="([0-9a-f]{7,40})"', re.MULTILINE)
 
@@ -65,15 +68,17 @@ def check_job_python(ctx: Context) -> list[Result]:
             failed(
                 "env.python",
                 f"the job's python does not run: {error}",
-                "put python3 >= 3.10 on PATH, or set TOOLKIT_JOB_PYTHON",
+                f"put python3 >= {FLOOR} on PATH, or set TOOLKIT_JOB_PYTHON",
             )
         ]
     version = str(data.get("python", "0.0.0"))
     results = []
-    if tuple(int(part) for part in version.split(".")[:2]) < (3, 10):
+    if tuple(int(part) for part in version.split(".")[:2]) < PYTHON_FLOOR:
         results.append(
             failed(
-                "env.python", f"the job's python is {version}", "use python >= 3.10 (the slime environment)"
+                "env.python",
+                f"the job's python is {version}",
+                f"use python >= {FLOOR} (the slime environment)",
             )
         )
     else:

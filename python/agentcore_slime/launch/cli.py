@@ -2,7 +2,8 @@
 
 Modes: default (render into runs/<EXP_ID>/ and exec train.sh, which tees its output to
 train.log), ``--render-only`` (render and print how to run it) and ``--dry-run`` (render into
-nothing, print the slime command line a real run would execute, run nothing).
+a temporary directory, print the slime command line a real run would execute as the rendered
+script's own ``--print-command`` builds it, run nothing else, remove the directory).
 Progress goes to stderr as ``bin/train: ...``; stdout carries only paths and commands.
 """
 
@@ -13,7 +14,9 @@ import difflib
 import os
 import shlex
 import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -145,11 +148,10 @@ def _run(argv: list[str]) -> int:
         say(f"NUM_NODES={config['NUM_NODES']}: each worker runs {run_dir / 'join.sh'} HEAD_IP:PORT "
             "(the head prints the exact command and waits for the workers' GPUs)")
     if args.dry_run:
-        # nothing is written: the command line is what a real run would execute
+        # nothing is written under runs/: the command line is what a real run would execute
         render_only = repeat_command(PROG, own, given_flags, "--dry-run", "--render-only")
         say(f"dry run: nothing written; to read the whole script: {render_only}")
-        print(_command_line(rendered))
-        return 0
+        return print_slime_command(rendered, variant.script)
     script = run_dir / variant.script
     log = script.with_suffix(".log")
     files = {**rendered.files, INVOCATION: invocation.to_json(), MANIFEST: manifest_json(manifest)}
@@ -229,12 +231,50 @@ def run_script(script: Path) -> int:
 
 def _restore_caller_pythonpath() -> None:
     """Give the rendered script the PYTHONPATH the user had (bin/train prepended python/)."""
-    saved = os.environ.pop("TOOLKIT_SAVED_PYTHONPATH", None)
-    os.environ.pop("TOOLKIT_REPO", None)
+    caller = _caller_environment()
+    for name in set(os.environ) - set(caller):
+        del os.environ[name]
+    os.environ.update(caller)
+
+
+def print_slime_command(rendered: Rendered, script_name: str) -> int:
+    """Print slime's command line as ``bash <script> --print-command`` builds it (the model
+    script's arguments and every array expanded by the script's own code), the script rendered
+    into a temporary directory that is removed afterwards. Returns the script's status; when
+    it fails (its reason on stderr) the line keeps the run-time arrays as ``${NAME[@]}``."""
+    sys.stdout.flush()
+    with tempfile.TemporaryDirectory(prefix="toolkit-dry-run-") as tmp:
+        script = Path(tmp) / script_name
+        script.write_text(rendered.files[script_name], encoding="utf-8")
+        built = subprocess.run(
+            ["bash", str(script), "--print-command"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=_caller_environment(),
+            check=False,
+        )
+    if built.returncode == 0:
+        print(built.stdout, end="")
+        return 0
+    arrays = ", ".join(RUNTIME_WORDS[:-1]) + f" and {RUNTIME_WORDS[-1]}"
+    say(f"{script_name} --print-command stopped (status {built.returncode}, the reason above): "
+        f"{arrays} stay unexpanded below")
+    print(_command_line(rendered))
+    return built.returncode
+
+
+def _caller_environment() -> dict[str, str]:
+    """The environment for a rendered script: the PYTHONPATH the user had (bin/train prepended
+    python/), without bin/train's own variables."""
+    environment = dict(os.environ)
+    saved = environment.pop("TOOLKIT_SAVED_PYTHONPATH", None)
+    environment.pop("TOOLKIT_REPO", None)
     if saved == "unset":
-        os.environ.pop("PYTHONPATH", None)
+        environment.pop("PYTHONPATH", None)
     elif saved is not None and saved.startswith("set:"):
-        os.environ["PYTHONPATH"] = saved.removeprefix("set:")
+        environment["PYTHONPATH"] = saved.removeprefix("set:")
+    return environment
 
 
 def _validate(

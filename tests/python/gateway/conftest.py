@@ -17,6 +17,7 @@ from agentcore_slime.gateway import Gateway, GatewayConfig
 from fakes.sglang_server import FakeSGLang, Policy, text_policy
 from fakes.toy_tokenizer import build_toy_tokenizer
 from gateway_helpers import Script
+from protocol_helpers import ToolEpisode, play_reference
 
 
 @pytest.fixture(scope="session")
@@ -79,3 +80,10 @@ def make_stand(model_dir: Path, tokenizer: Any) -> Iterator[Callable[..., Stand]
     for stand in started:
         stand.gateway.shutdown()
         stand.engine.stop()
+
+
+@pytest.fixture
+def tool_episode(make_stand: Callable[..., Stand]) -> ToolEpisode:
+    """A stand on which chat played the reference tool episode, scripted to play it again
+    through another protocol (protocol_helpers.play_reference)."""
+    return play_reference(make_stand)

@@ -4,11 +4,14 @@ Every protocol adapter must give, for the same conversation, the chat path's pro
 completion ids, logprobs, masks and samples. ``chat_tool_episode`` plays the reference
 conversation (a system prompt, a question, one ``add`` tool call, its result, an answer)
 through the real openai SDK on the chat route; the protocol tests play the same one in
-their own spelling and compare with ``assert_same_samples``.
+their own spelling and compare with ``assert_same_samples``. ``play_reference`` (the
+gateway conftest's ``tool_episode`` fixture) is that preamble: the reference played, the
+engine scripted again; its ``assert_same_as_chat`` is the comparison.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -22,6 +25,7 @@ QUESTION = "What is 2 + 3?"
 ANSWER = "2 + 3 = 5."
 TOOL_CALL = tool_call_text("add", {"a": 2, "b": 3})
 TOOL_RESULT = "5"
+ADD_FUNCTION: dict[str, Any] = ADD_TOOL["function"]  # type: ignore[assignment]  # name, description, parameters
 
 
 def script_tool_episode(stand: Any) -> None:
@@ -77,3 +81,30 @@ def assert_same_samples(traces: list[CallTrace], reference: list[CallTrace]) -> 
     assert [t.token_mode for t in traces] == [t.token_mode for t in reference]
     assert [t.finish_reason for t in traces] == [t.finish_reason for t in reference]
     assert samples_of(traces) == samples_of(reference)
+
+
+@dataclass
+class ToolEpisode:
+    """A stand on which the chat route has played the reference episode, its engine scripted
+    to play it once more through the protocol under test."""
+
+    stand: Any
+    reference: list[CallTrace]
+    chat_requests: int  # how many engine requests the reference made (the protocol's come after)
+
+    def assert_same_as_chat(self, sid: str, every: int = 1) -> list[CallTrace]:
+        """Session ``sid``'s traces are token-exact and equal the reference's; returns them.
+        ``every``: keep every n-th call (a client that sends each call n times)."""
+        traces = self.stand.gateway.traces(sid)[::every]
+        assert_token_exact(traces, self.stand.engine.requests[self.chat_requests :: every])
+        assert_same_samples(traces, self.reference)
+        return traces
+
+
+def play_reference(make_stand: Any) -> ToolEpisode:
+    """A cumulative-mode stand with the reference played over chat and the episode scripted again."""
+    stand = make_stand(cumulative_token_mode=True)
+    reference = chat_tool_episode(stand, "chat-ref")
+    chat_requests = len(stand.engine.requests)
+    script_tool_episode(stand)
+    return ToolEpisode(stand, reference, chat_requests)

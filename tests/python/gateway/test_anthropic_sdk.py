@@ -12,26 +12,9 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-from protocol_helpers import (
-    ANSWER,
-    QUESTION,
-    SYSTEM,
-    TOOL_RESULT,
-    assert_same_samples,
-    assert_token_exact,
-    chat_tool_episode,
-    script_tool_episode,
-)
+from protocol_helpers import ADD_FUNCTION, ANSWER, QUESTION, SYSTEM, TOOL_RESULT, assert_token_exact
 
-ADD = {
-    "name": "add",
-    "description": "Add two integers.",
-    "input_schema": {
-        "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"],
-    },
-}
+ADD = {"name": "add", "description": ADD_FUNCTION["description"], "input_schema": ADD_FUNCTION["parameters"]}
 
 
 def _client(stand: Any, sid: str, **sampling: Any) -> anthropic.Anthropic:
@@ -76,11 +59,8 @@ def test_plain_text_reply(make_stand, tokenizer) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_tool_episode_equals_the_chat_path(make_stand, stream: bool) -> None:
-    stand = make_stand(cumulative_token_mode=True)
-    reference = chat_tool_episode(stand, "chat-ref")
-    chat_requests = len(stand.engine.requests)
-    script_tool_episode(stand)
+def test_tool_episode_equals_the_chat_path(tool_episode, stream: bool) -> None:
+    stand = tool_episode.stand
     client = _client(stand, "a-2")
     messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
 
@@ -96,9 +76,7 @@ def test_tool_episode_equals_the_chat_path(make_stand, stream: bool) -> None:
     second = _create(client, stream, system=SYSTEM, messages=messages, tools=[ADD])
     assert second.stop_reason == "end_turn" and second.content[0].text == ANSWER
 
-    traces = stand.gateway.traces("a-2")
-    assert_token_exact(traces, stand.engine.requests[chat_requests:])
-    assert_same_samples(traces, reference)
+    traces = tool_episode.assert_same_as_chat("a-2")
     assert [t.token_mode for t in traces] == ["rendered", "bridged"]
     assert second.usage.input_tokens == len(traces[1].prompt_token_ids)
 

@@ -22,29 +22,14 @@ from agentcore_slime.gateway.protocols.eventstream import event_message, message
 from botocore.config import Config
 from botocore.eventstream import EventStreamBuffer
 from botocore.exceptions import ClientError
-from protocol_helpers import (
-    ANSWER,
-    QUESTION,
-    SYSTEM,
-    TOOL_RESULT,
-    assert_same_samples,
-    assert_token_exact,
-    chat_tool_episode,
-    script_tool_episode,
-)
+from protocol_helpers import ADD_FUNCTION, ANSWER, QUESTION, SYSTEM, TOOL_RESULT, assert_token_exact
 
 MODEL_ID = "us.anthropic.claude-sonnet-4-20250514-v1:0"  # strands' default: any id is accepted
 ADD_SPEC = {
     "toolSpec": {
         "name": "add",
-        "description": "Add two integers.",
-        "inputSchema": {
-            "json": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            }
-        },
+        "description": ADD_FUNCTION["description"],
+        "inputSchema": {"json": ADD_FUNCTION["parameters"]},
     }
 }
 
@@ -120,11 +105,8 @@ def test_converse_plain_text(make_stand) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_converse_tool_episode_equals_the_chat_path(make_stand, stream: bool) -> None:
-    stand = make_stand(cumulative_token_mode=True)
-    reference = chat_tool_episode(stand, "chat-ref")
-    chat_requests = len(stand.engine.requests)
-    script_tool_episode(stand)
+def test_converse_tool_episode_equals_the_chat_path(tool_episode, stream: bool) -> None:
+    stand = tool_episode.stand
     client = _client(stand, "b-2")
     messages: list[dict[str, Any]] = [{"role": "user", "content": [{"text": QUESTION}]}]
     request = {"system": [{"text": SYSTEM}], "toolConfig": {"tools": [ADD_SPEC], "toolChoice": {"auto": {}}}}
@@ -147,9 +129,7 @@ def test_converse_tool_episode_equals_the_chat_path(make_stand, stream: bool) ->
     assert second["stopReason"] == "end_turn"
     assert second["output"]["message"]["content"] == [{"text": ANSWER}]
 
-    traces = stand.gateway.traces("b-2")
-    assert_token_exact(traces, stand.engine.requests[chat_requests:])
-    assert_same_samples(traces, reference)
+    traces = tool_episode.assert_same_as_chat("b-2")
     assert second["usage"]["inputTokens"] == len(traces[1].prompt_token_ids)
 
 
@@ -271,19 +251,12 @@ def _anthropic_bedrock(stand: Any, sid: str) -> anthropic.AnthropicBedrock:
     )
 
 
-ADD = {
-    "name": "add",
-    "description": "Add two integers.",
-    "input_schema": ADD_SPEC["toolSpec"]["inputSchema"]["json"],  # type: ignore[index]
-}
+ADD = {"name": "add", "description": ADD_FUNCTION["description"], "input_schema": ADD_FUNCTION["parameters"]}
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_anthropic_bedrock_invoke_tool_episode_equals_the_chat_path(make_stand, stream: bool) -> None:
-    stand = make_stand(cumulative_token_mode=True)
-    reference = chat_tool_episode(stand, "chat-ref")
-    chat_requests = len(stand.engine.requests)
-    script_tool_episode(stand)
+def test_anthropic_bedrock_invoke_tool_episode_equals_the_chat_path(tool_episode, stream: bool) -> None:
+    stand = tool_episode.stand
     client = _anthropic_bedrock(stand, "b-7")
 
     def create(**kwargs: Any) -> Any:
@@ -306,9 +279,7 @@ def test_anthropic_bedrock_invoke_tool_episode_equals_the_chat_path(make_stand, 
     ]
     second = create(messages=messages)
     assert second.content[0].text == ANSWER and second.stop_reason == "end_turn"
-    traces = stand.gateway.traces("b-7")
-    assert_token_exact(traces, stand.engine.requests[chat_requests:])
-    assert_same_samples(traces, reference)
+    tool_episode.assert_same_as_chat("b-7")
 
 
 def test_anthropic_bedrock_errors_are_bedrock_shaped(make_stand) -> None:

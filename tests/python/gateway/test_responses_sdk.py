@@ -12,27 +12,9 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from protocol_helpers import (
-    ANSWER,
-    QUESTION,
-    SYSTEM,
-    TOOL_RESULT,
-    assert_same_samples,
-    assert_token_exact,
-    chat_tool_episode,
-    script_tool_episode,
-)
+from protocol_helpers import ADD_FUNCTION, ANSWER, QUESTION, SYSTEM, TOOL_RESULT, assert_token_exact
 
-ADD = {
-    "type": "function",
-    "name": "add",
-    "description": "Add two integers.",
-    "parameters": {
-        "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-        "required": ["a", "b"],
-    },
-}
+ADD = {"type": "function", **ADD_FUNCTION}  # the Responses API's function tool is flat
 
 
 def _client(stand: Any, sid: str, **sampling: Any) -> openai.OpenAI:
@@ -78,11 +60,8 @@ def test_plain_text_reply(make_stand) -> None:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_tool_episode_equals_the_chat_path(make_stand, stream: bool) -> None:
-    stand = make_stand(cumulative_token_mode=True)
-    reference = chat_tool_episode(stand, "chat-ref")
-    chat_requests = len(stand.engine.requests)
-    script_tool_episode(stand)
+def test_tool_episode_equals_the_chat_path(tool_episode, stream: bool) -> None:
+    stand = tool_episode.stand
     if stream:  # the accumulator's second pass of each call samples again
         stand.script.replies[:] = [r for r in stand.script.replies for _ in (0, 1)]
     client = _client(stand, "r-2")
@@ -97,14 +76,8 @@ def test_tool_episode_equals_the_chat_path(make_stand, stream: bool) -> None:
     second = _create(client, stream, instructions=SYSTEM, input=items, tools=[ADD])
     assert second.output_text == ANSWER and second.status == "completed"
 
-    traces = stand.gateway.traces("r-2")
-    if stream:  # every call ran twice (create, then the stream helper): keep each first one
-        traces = traces[::2]
-        sent = stand.engine.requests[chat_requests::2]
-    else:
-        sent = stand.engine.requests[chat_requests:]
-    assert_token_exact(traces, sent)
-    assert_same_samples(traces, reference)
+    # streamed, every call ran twice (create, then the stream helper): keep each first one
+    traces = tool_episode.assert_same_as_chat("r-2", every=2 if stream else 1)
     assert second.usage.input_tokens == len(traces[1].prompt_token_ids)
 
 

@@ -45,16 +45,18 @@ def test_render_only_writes_the_run_dir_and_prints_how_to_run(env_file: Path, tm
 def test_dry_run_prints_the_command_and_writes_nothing(
     env_file: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     assert cli.main(["--dry-run", "--set", "NUM_ROLLOUT=5", str(env_file), "--", "--my flag"]) == 0
     out, err = capsys.readouterr()
     (command,) = out.splitlines()
+    # no slime here: the model script's arguments stay a placeholder (train.sh --print-command
+    # says why); the other arrays are built, empty without a wandb key, checkpoint or CUDA_HOME
     assert command.startswith("python3 /root/slime/train.py ${MODEL_ARGS[@]} --hf-checkpoint /m ")
     assert " --num-rollout 5 " in command
     # the command a real run executes: its toolkit.yaml is the run directory's
-    assert f" --custom-config-path {tmp_path}/runs/cli-exp/toolkit.yaml " in command
-    assert command.endswith("${WANDB_ARGS[@]} ${RESUME_ARGS[@]} ${TRAIN_ENV_ARGS[@]} '--my flag'")
+    assert command.endswith(f" --custom-config-path {tmp_path}/runs/cli-exp/toolkit.yaml '--my flag'")
     # the hint repeats the whole invocation, --set and the flags after -- included
     hint = f"bin/train --render-only --set NUM_ROLLOUT=5 {env_file} -- '--my flag'"
     assert f"to read the whole script: {hint}\n" in err

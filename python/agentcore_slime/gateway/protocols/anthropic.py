@@ -20,13 +20,10 @@ server tools get a 400.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from aiohttp import web
-
 from ..wire import BadRequest, ChatRequest, dump_json, new_id
-from .base import NO_RETRY, Body, Completion, Protocol
+from .base import Body, Completion, Protocol
 from .common import (
     agent_sampling,
     chat_tool,
@@ -232,21 +229,10 @@ class Messages(Protocol):
             return dump_json(message), "application/json"
         return stream_events(message), "text/event-stream"
 
-    def error(
-        self,
-        status: int,
-        message: str,
-        kind: str,
-        *,
-        code: str | None = None,
-        param: str | None = None,
-        retry: bool = False,
-    ) -> web.Response:
-        body = {"type": "error", "error": {"type": error_type(status), "message": message}}
-        return web.json_response(body, status=status, headers={} if retry else dict(NO_RETRY))
-
-    def idempotency_key(self, headers: Mapping[str, str]) -> str | None:
-        return headers.get("Idempotency-Key") or None
+    def error_body(
+        self, status: int, message: str, kind: str, *, code: str | None, param: str | None
+    ) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": error_type(status), "message": message}}
 
     def count_reply(self, tokens: int) -> bytes:
         return dump_json({"input_tokens": tokens})

@@ -81,11 +81,20 @@ class Protocol:
     ) -> web.Response:
         """An error answer. ``kind`` is an OpenAI error type (``invalid_request_error``,
         ``server_error``, ``permission_error``); deterministic errors (``retry`` false) carry
-        ``x-should-retry: false``."""
-        headers = {} if retry else dict(NO_RETRY)
-        return web.json_response(
-            error_body(message, kind, param=param, code=code), status=status, headers=headers
-        )
+        ``x-should-retry: false``. Its body is :meth:`error_body`'s, its headers
+        :meth:`error_headers`'."""
+        body = self.error_body(status, message, kind, code=code, param=param)
+        return web.json_response(body, status=status, headers=self.error_headers(status, retry))
+
+    def error_body(
+        self, status: int, message: str, kind: str, *, code: str | None, param: str | None
+    ) -> dict[str, Any]:
+        """The JSON an error answer carries, in this protocol's shape (OpenAI's here)."""
+        return error_body(message, kind, param=param, code=code)
+
+    def error_headers(self, status: int, retry: bool) -> dict[str, str]:
+        """An error answer's headers: the SDKs' no-retry hint on a deterministic error."""
+        return {} if retry else dict(NO_RETRY)
 
     def idempotency_key(self, headers: Mapping[str, str]) -> str | None:
         """The key under which a client's retry of a delivered call gets that reply again."""

@@ -33,8 +33,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from aiohttp import web
-
 from ..wire import BadRequest, ChatRequest, dump_json
 from .anthropic import Messages, message_object, stream_payloads
 from .base import Body, Completion, Protocol
@@ -64,15 +62,26 @@ EXCEPTIONS = {
 UNSUPPORTED = ("image", "document", "video", "guardContent", "citationsContent", "searchResult", "audio")
 
 
-def bedrock_error(status: int, message: str) -> web.Response:
-    """An error as Bedrock writes it (botocore reads the code from ``x-amzn-errortype``)."""
-    kind = EXCEPTIONS.get(status, "InternalServerException" if status >= 500 else "ValidationException")
-    headers = {"x-amzn-errortype": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
-    return web.json_response({"message": message}, status=status, headers=headers)
+class BedrockCalls(Protocol):
+    """What Bedrock's routes share whatever their body: Bedrock's errors, and botocore's
+    invocation id as the idempotency key, and streaming said by the route (the body has no
+    stream key). Listed first among a route's bases."""
 
+    def __init__(self, stream: bool) -> None:
+        self.stream = stream
 
-def invocation_key(headers: Mapping[str, str]) -> str | None:
-    return headers.get(INVOCATION_ID) or headers.get("Idempotency-Key") or None
+    def error_body(
+        self, status: int, message: str, kind: str, *, code: str | None, param: str | None
+    ) -> dict[str, Any]:
+        return {"message": message}
+
+    def error_headers(self, status: int, retry: bool) -> dict[str, str]:
+        """The exception's name, which botocore reads as the error code and retries by."""
+        name = EXCEPTIONS.get(status, "InternalServerException" if status >= 500 else "ValidationException")
+        return {"x-amzn-errortype": f"{name}:http://internal.amazon.com/coral/com.amazon.bedrock/"}
+
+    def idempotency_key(self, headers: Mapping[str, str]) -> str | None:
+        return headers.get(INVOCATION_ID) or headers.get("Idempotency-Key") or None
 
 
 def _block(block: Any, where: str) -> tuple[str, Any]:
@@ -275,13 +284,10 @@ def stream_events(completion: Completion) -> list[bytes]:
     return events
 
 
-class Converse(Protocol):
+class Converse(BedrockCalls):
     """``POST /model/{modelId}/converse`` and (``stream``) ``/converse-stream``."""
 
     name = "bedrock"
-
-    def __init__(self, stream: bool) -> None:
-        self.stream = stream
 
     def parse(self, raw: bytes) -> ChatRequest:
         body = json_object(raw)
@@ -314,31 +320,13 @@ class Converse(Protocol):
         }
         return dump_json(response), "application/json"
 
-    def error(
-        self,
-        status: int,
-        message: str,
-        kind: str,
-        *,
-        code: str | None = None,
-        param: str | None = None,
-        retry: bool = False,
-    ) -> web.Response:
-        return bedrock_error(status, message)
 
-    def idempotency_key(self, headers: Mapping[str, str]) -> str | None:
-        return invocation_key(headers)
-
-
-class Invoke(Messages):
+class Invoke(BedrockCalls, Messages):
     """``POST /model/{modelId}/invoke`` and (``stream``) ``/invoke-with-response-stream`` with
     the Anthropic Messages body (what ``anthropic.AnthropicBedrock`` sends): the Messages
     adapter, Bedrock's errors, and the stream's Anthropic events as event-stream ``chunk``s."""
 
     name = "bedrock-invoke"
-
-    def __init__(self, stream: bool) -> None:
-        self.stream = stream
 
     def parse(self, raw: bytes) -> ChatRequest:
         request = super().parse(raw)
@@ -354,18 +342,3 @@ class Invoke(Messages):
             for event in stream_payloads(message)
         ]
         return chunks, CONTENT_TYPE
-
-    def error(
-        self,
-        status: int,
-        message: str,
-        kind: str,
-        *,
-        code: str | None = None,
-        param: str | None = None,
-        retry: bool = False,
-    ) -> web.Response:
-        return bedrock_error(status, message)
-
-    def idempotency_key(self, headers: Mapping[str, str]) -> str | None:
-        return invocation_key(headers)
