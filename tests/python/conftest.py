@@ -7,6 +7,8 @@ own conftest.py. Nothing here may reach the internet or a model hub.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -24,3 +26,15 @@ def other_user() -> Iterator[OtherUser]:
     """A second local user (a real uid, made for the test and removed after it): see other_user.py."""
     with make_other_user() as user:
         yield user
+
+
+@pytest.fixture(autouse=True)
+def private_runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each test's own TOOLKIT_RUNTIME_DIR (templates/lib/lock.sh): the scripts a test runs take
+    their kernel locks there, not in the user's /tmp/agentcore-slime-<uid>, so tests running at
+    the same time (another checkout's, or a real run of this user) never hold each other's locks.
+    Short (Ray puts its sockets under the default RAY_TEMP_DIR inside it) and 0700 (mkdtemp)."""
+    path = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("TOOLKIT_RUNTIME_DIR", path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
