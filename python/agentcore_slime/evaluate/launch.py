@@ -81,7 +81,8 @@ def check_eval(config: Config, limit: int | None) -> None:
     engines = eval_engines(config)
     if explicit_engines(config) and engines * tp > gpus:
         raise ConfigError(
-            f"SGLANG_DATA_PARALLEL_SIZE={engines} engines x EVAL_TP_SIZE={tp} GPUs is more than the node's NUM_GPUS={gpus}",
+            f"SGLANG_DATA_PARALLEL_SIZE={engines} engines x EVAL_TP_SIZE={tp} GPUs "
+            f"is more than the node's NUM_GPUS={gpus}",
             f"bin/eval runs its engines on this node: choose SGLANG_DATA_PARALLEL_SIZE <= {gpus // tp}, "
             "or leave it unset to use every GPU",
         )

@@ -119,9 +119,11 @@ def router_lines() -> list[list[str]]:
 
 def plan_line(config: Config) -> str:
     """What the engines hold, e.g. ``4 engines x TP 2 = 8 of NUM_GPUS=8 GPUs, behind sglang-router``."""
-    engines, tp, gpus = eval_engines(config), int(str(config["EVAL_TP_SIZE"])), int(str(config["NUM_GPUS"]))
+    engines, tp = eval_engines(config), int(str(config["EVAL_TP_SIZE"]))
+    gpus = int(str(config["NUM_GPUS"]))
     where = ", behind sglang-router (policy manual: a session stays on one engine)" if engines > 1 else ""
-    return f"{engines} engine{'s' if engines > 1 else ''} x TP {tp} = {engines * tp} of NUM_GPUS={gpus} GPUs{where}"
+    plural = "s" if engines > 1 else ""
+    return f"{engines} engine{plural} x TP {tp} = {engines * tp} of NUM_GPUS={gpus} GPUs{where}"
 
 
 def commands(config: Config, request: EvalRequest, run_dir: Path) -> tuple[str, ...]:
@@ -157,7 +159,8 @@ def render_eval(config: Config, paths: RunPaths, request: EvalRequest, templates
         "c": c,
         "paths": paths,
         "template": f"templates/{TEMPLATE}",
-        "summary": f"evaluate a checkpoint of {c['EXP_ID']} with the agent ({plan_line(config)}; no training)",
+        "summary": f"evaluate a checkpoint of {c['EXP_ID']} with the agent "
+        f"({plan_line(config)}; no training)",
         "script_name": SCRIPT,
         "checkpoint": str(request.checkpoint),
         "server_lines": server_lines(config, request),
