@@ -51,7 +51,9 @@ class _Inert(metaclass=_Placeholder):
 class _TorchvisionStandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Imports ``torchvision`` and any ``torchvision.*`` as modules of placeholders."""
 
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, name: str, path: Any = None, target: Any = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if name == "torchvision" or name.startswith("torchvision."):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
