@@ -174,6 +174,7 @@ run_while_server_lives() { # <command>...
   # whatever the evaluation left behind in its group (it would hold the log pipe open)
   stop_group "$TOOLKIT_EVAL_PID" "$TOOLKIT_EVAL_START" "the evaluation"
   TOOLKIT_EVAL_PID=
+  check_servers_alive # a server that died in the evaluation's last second counts too
   if ((TOOLKIT_ENGINES_LOST > 0)); then
     die "$TOOLKIT_ENGINES_LOST SGLang engine(s) died during the evaluation (see above): its episodes count as infrastructure failures in the summary"
   fi

@@ -221,7 +221,7 @@ assert_only_own_signalled() {
   [[ $stderr == *"bin/eval: plan: 4 engines x TP 1 = 4 of NUM_GPUS=4 GPUs, behind sglang-router (policy manual: a session stays on one engine)"* ]] ||
     flunk "$stderr"
   ((${#lines[@]} == 3)) || flunk "$output"
-  [[ ${lines[1]} == "python3 -m sglang_router.launch_router --policy manual --host 127.0.0.1 --log-level warn --worker-urls <engine URLs> --port \$router_port" ]] ||
+  [[ ${lines[1]} == "python3 -m sglang_router.launch_router --policy manual --assignment-mode min_group --host 127.0.0.1 --log-level warn --worker-urls <engine URLs> --port \$router_port" ]] ||
     flunk "${lines[1]}"
   [[ ${lines[2]} == *" --engine-url http://127.0.0.1:\$router_port --out-dir "* ]] || flunk "${lines[2]}"
   run -2 --separate-stderr "$EVAL" --dry-run --set SGLANG_DATA_PARALLEL_SIZE=3 "$WORK/all.env"

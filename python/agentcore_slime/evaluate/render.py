@@ -113,8 +113,14 @@ def eval_lines(config: Config, request: EvalRequest, run_dir: Path) -> list[list
 
 def router_lines() -> list[list[str]]:
     """``python3 -m sglang_router.launch_router`` flags (the workers' URLs and the port are added
-    at run time). The gateway's ``Authorization`` header passes through to the engines."""
-    return [["--policy", ROUTER_POLICY], ["--host", "127.0.0.1"], ["--log-level", "warn"]]
+    at run time). A new session goes to the engine holding the fewest sessions (``min_group``;
+    the default ``random`` can leave an engine idle). The gateway's ``Authorization`` header
+    passes through to the engines."""
+    return [
+        ["--policy", ROUTER_POLICY, "--assignment-mode", "min_group"],
+        ["--host", "127.0.0.1"],
+        ["--log-level", "warn"],
+    ]
 
 
 def plan_line(config: Config) -> str:
