@@ -307,3 +307,11 @@ SCRIPT
   alive "$TRAINING" || flunk "training's SGLang was stopped"
   assert_server_stopped
 }
+
+@test "CUDA_VISIBLE_DEVICES too few for the engines: refused (exit 2) before any server starts" {
+  CUDA_VISIBLE_DEVICES=6 run -2 "$EVAL" --limit 1 "$WORK/exp.env"
+  assert_output_contains "CUDA_VISIBLE_DEVICES=6 has 1 GPU(s), too few for 1 engine(s) x EVAL_TP_SIZE=2"
+  [[ ! -e $FAKE_SGLANG_PIDS ]] || flunk "a server started"
+  run calls evaluate
+  [[ -z $output ]] || flunk "the evaluation ran: $output"
+}

@@ -171,6 +171,7 @@ def render_eval(config: Config, paths: RunPaths, request: EvalRequest, templates
         "checkpoint": str(request.checkpoint),
         "server_lines": server_lines(config, request),
         "engines": eval_engines(config),
+        "engines_set": explicit_engines(config),
         "router_lines": router_lines(),
         "eval_lines": eval_lines(config, request, paths.run_dir),
         "yaml_keys": [(key.yaml_key, c[key.name]) for key in rollout_keys()],
