@@ -325,7 +325,12 @@ KEYS: tuple[Key, ...] = (
         rollout=True,
         shown_default="`OVER_SAMPLING_BATCH_SIZE`",
     ),
-    _pos_int("SGLANG_DATA_PARALLEL_SIZE", "1", "SGLang data-parallel size (--sglang-data-parallel-size)"),
+    _pos_int(
+        "SGLANG_DATA_PARALLEL_SIZE",
+        "1",
+        "SGLang data-parallel size (--sglang-data-parallel-size); bin/eval: its engines "
+        "(unset there = NUM_GPUS / EVAL_TP_SIZE)",
+    ),
     Key(
         "CUMULATIVE_TOKEN_MODE",
         Kind.BOOL,
