@@ -1,22 +1,41 @@
 # shellcheck shell=bash
-# sglang.sh: one SGLang server owned by this script (bin/eval's eval.sh): start it in its own
-# process group, wait until it is healthy, notice when it dies, and stop exactly that group.
+# sglang.sh: the SGLang servers owned by this script (bin/eval's eval.sh): one or more engines
+# and, in front of several, a router. Each runs in a process group of its own; the script waits
+# until each is healthy, notices when one dies, and stops exactly those groups.
 
-# start_sglang_server LOG COMMAND...: run COMMAND in the background, in a process group of its
-# own (job control on for that one fork), output to LOG. Records the PID (= the group id).
+TOOLKIT_SERVER_PIDS=()
+TOOLKIT_SERVER_STARTS=()
+TOOLKIT_SERVER_LOGS=()
+TOOLKIT_SERVER_NAMES=()
+TOOLKIT_SERVER_ROLES=()
+TOOLKIT_SERVER_DEAD=()
+
+# start_sglang_server LOG COMMAND...: start_server for "the SGLang server" (one engine).
 start_sglang_server() { # <log> <command>...
-  local log=$1
-  shift
+  start_server "the SGLang server" engine "$@"
+}
+
+# start_server NAME ROLE LOG COMMAND...: run COMMAND in the background, in a process group of its
+# own (job control on for that one fork), output to LOG. ROLE is engine or router. Appends to
+# the TOOLKIT_SERVER_* arrays (PID = process group id, start time, log, name, role); the last one
+# started is also TOOLKIT_SERVER_PID, its index TOOLKIT_SERVER_INDEX.
+start_server() { # <name> <role> <log> <command>...
+  local name=$1 role=$2 log=$3
+  shift 3
   mkdir -p "$(dirname "$log")"
   refuse_link "$log"
   (umask 077 && : >"$log") # 0600 whatever the umask: the server's log is the run's
-  say "starting the SGLang server (log: $log)"
+  say "starting $name (log: $log)"
   set -m
   "$@" >"$log" 2>&1 </dev/null &
   TOOLKIT_SERVER_PID=$!
   set +m
-  TOOLKIT_SERVER_START=$(process_start_time "$TOOLKIT_SERVER_PID")
-  TOOLKIT_SERVER_LOG=$log
+  TOOLKIT_SERVER_PIDS+=("$TOOLKIT_SERVER_PID")
+  TOOLKIT_SERVER_STARTS+=("$(process_start_time "$TOOLKIT_SERVER_PID")")
+  TOOLKIT_SERVER_LOGS+=("$log")
+  TOOLKIT_SERVER_NAMES+=("$name")
+  TOOLKIT_SERVER_ROLES+=("$role")
+  TOOLKIT_SERVER_INDEX=$((${#TOOLKIT_SERVER_PIDS[@]} - 1))
 }
 
 # process_start_time PID: the process's start time (clock ticks after boot, /proc/PID/stat
@@ -37,24 +56,28 @@ group_is_ours() { # <pgid> <start-time>
   [[ ! -e /proc/$1 || $(process_start_time "$1") == "$2" ]]
 }
 
-# server_running: true while the server we started still runs.
-server_running() {
-  [[ -n ${TOOLKIT_SERVER_PID:-} ]] && kill -0 "$TOOLKIT_SERVER_PID" 2>/dev/null
+# server_running [INDEX]: true while server INDEX (default: the last started) still runs.
+server_running() { # [index]
+  local i=${1:-${TOOLKIT_SERVER_INDEX:--1}}
+  ((i >= 0)) && [[ -n ${TOOLKIT_SERVER_PIDS[i]:-} ]] && kill -0 "${TOOLKIT_SERVER_PIDS[i]}" 2>/dev/null
 }
 
-# show_server_log [LINES]: the last LINES (default TOOLKIT_LOG_TAIL or 30) lines of the server log.
-show_server_log() { # [lines]
-  local lines=${1:-${TOOLKIT_LOG_TAIL:-30}}
-  [[ -s ${TOOLKIT_SERVER_LOG:-} ]] || return 0
-  say "last $lines lines of $TOOLKIT_SERVER_LOG:"
-  tail -n "$lines" "$TOOLKIT_SERVER_LOG" | sed 's/^/  | /' >&2
+# show_server_log [LINES] [INDEX]: the last LINES (default TOOLKIT_LOG_TAIL or 30) lines of
+# server INDEX's log (default: the last started).
+show_server_log() { # [lines] [index]
+  local lines=${1:-${TOOLKIT_LOG_TAIL:-30}} i=${2:-${TOOLKIT_SERVER_INDEX:--1}}
+  local log=${TOOLKIT_SERVER_LOGS[i]:-}
+  [[ -s $log ]] || return 0
+  say "last $lines lines of $log:"
+  tail -n "$lines" "$log" | sed 's/^/  | /' >&2
 }
 
-# reap_server: once the server has exited, set TOOLKIT_SERVER_STATUS to its exit status (not
-# in a subshell: only this shell can wait for its child).
-reap_server() {
+# reap_server [INDEX]: once server INDEX (default: the last started) has exited, set
+# TOOLKIT_SERVER_STATUS to its exit status (not in a subshell: only this shell can wait for its child).
+reap_server() { # [index]
+  local i=${1:-${TOOLKIT_SERVER_INDEX:--1}}
   TOOLKIT_SERVER_STATUS=0
-  wait "$TOOLKIT_SERVER_PID" 2>/dev/null || TOOLKIT_SERVER_STATUS=$?
+  wait "${TOOLKIT_SERVER_PIDS[i]}" 2>/dev/null || TOOLKIT_SERVER_STATUS=$?
 }
 
 # sglang_is_healthy URL: true when GET URL/health answers 200 within 5 seconds.
@@ -66,24 +89,30 @@ with urllib.request.urlopen(sys.argv[1] + "/health", timeout=5) as reply:
 PY
 }
 
-# wait_for_sglang URL TIMEOUT: poll URL/health once a second until it answers; die with the
-# server log's tail when the server exits first or TIMEOUT seconds pass.
+# wait_for_sglang URL TIMEOUT: wait_for_server for the last server started, TIMEOUT seconds from now.
 wait_for_sglang() { # <url> <timeout-seconds>
-  local url=$1 timeout=$2 deadline=$((SECONDS + $2))
-  say "waiting up to ${timeout}s for $url/health"
+  say "waiting up to ${2}s for $1/health"
+  wait_for_server "${TOOLKIT_SERVER_INDEX:--1}" "$1" $((SECONDS + $2)) "$2"
+}
+
+# wait_for_server INDEX URL DEADLINE TIMEOUT: poll URL/health once a second until it answers;
+# die with server INDEX's log tail when it exits first or SECONDS reaches DEADLINE (TIMEOUT is
+# the limit the message names).
+wait_for_server() { # <index> <url> <deadline> <timeout-seconds>
+  local i=$1 url=$2 deadline=$3 timeout=$4 name=${TOOLKIT_SERVER_NAMES[$1]}
   until sglang_is_healthy "$url"; do
-    if ! server_running; then
-      reap_server
-      show_server_log
-      die "the SGLang server exited with status $TOOLKIT_SERVER_STATUS before it became healthy (see its log above)"
+    if ! server_running "$i"; then
+      reap_server "$i"
+      show_server_log "" "$i"
+      die "$name exited with status $TOOLKIT_SERVER_STATUS before it became healthy (see its log above)"
     fi
     if ((SECONDS >= deadline)); then
-      show_server_log
-      die "the SGLang server was not healthy after ${timeout}s (raise EVAL_HEALTH_TIMEOUT for a large model, or see its log above)"
+      show_server_log "" "$i"
+      die "$name was not healthy after ${timeout}s (raise EVAL_HEALTH_TIMEOUT for a large model, or see its log above)"
     fi
     sleep 1
   done
-  say "the SGLang server is healthy ($((timeout - deadline + SECONDS))s)"
+  say "$name is healthy"
 }
 
 # group_alive PGID START: true while a process of our process group PGID (leader started at START) exists.
@@ -111,30 +140,33 @@ stop_group() { # <pgid> <start-time> <what>
   wait "$pgid" 2>/dev/null || true
 }
 
-# stop_sglang_server: stop the server's process group (the server and its schedulers).
+# stop_sglang_server: stop every server's process group (each with its schedulers), the last
+# started (the router) first.
 stop_sglang_server() {
-  local pgid=${TOOLKIT_SERVER_PID:-}
-  [[ -n $pgid ]] || return 0
-  TOOLKIT_SERVER_PID=
-  stop_group "$pgid" "${TOOLKIT_SERVER_START:-}" "the SGLang server"
-  say "stopped the SGLang server (process group $pgid)"
+  local i pgid
+  for ((i = ${#TOOLKIT_SERVER_PIDS[@]} - 1; i >= 0; i--)); do
+    pgid=${TOOLKIT_SERVER_PIDS[i]}
+    [[ -n $pgid ]] || continue
+    TOOLKIT_SERVER_PIDS[i]=
+    stop_group "$pgid" "${TOOLKIT_SERVER_STARTS[i]}" "${TOOLKIT_SERVER_NAMES[i]}"
+    say "stopped ${TOOLKIT_SERVER_NAMES[i]} (process group $pgid)"
+  done
 }
 
 # run_while_server_lives COMMAND...: run COMMAND (the evaluation) in a process group of its own
-# and return its status; if the server dies first, stop COMMAND and die with the server log's tail.
+# and return its status. If the router or the last live engine dies first, stop COMMAND and die
+# with its log's tail. An engine that dies while another serves is reported (its log's tail) and
+# the evaluation goes on: the router sends new sessions to the engines left, the episodes the dead
+# one held fail as infrastructure failures, and the summary is written; then exit 1.
 run_while_server_lives() { # <command>...
   set -m
   "$@" </dev/null &
   TOOLKIT_EVAL_PID=$!
   set +m
   TOOLKIT_EVAL_START=$(process_start_time "$TOOLKIT_EVAL_PID")
+  TOOLKIT_ENGINES_LOST=0
   while kill -0 "$TOOLKIT_EVAL_PID" 2>/dev/null; do
-    if ! server_running; then
-      reap_server
-      stop_evaluation
-      show_server_log
-      die "the SGLang server exited with status $TOOLKIT_SERVER_STATUS during the evaluation (see its log above)"
-    fi
+    check_servers_alive
     sleep 1
   done
   local status=0
@@ -142,7 +174,44 @@ run_while_server_lives() { # <command>...
   # whatever the evaluation left behind in its group (it would hold the log pipe open)
   stop_group "$TOOLKIT_EVAL_PID" "$TOOLKIT_EVAL_START" "the evaluation"
   TOOLKIT_EVAL_PID=
+  check_servers_alive # a server that died in the evaluation's last second counts too
+  if ((TOOLKIT_ENGINES_LOST > 0)); then
+    die "$TOOLKIT_ENGINES_LOST SGLang engine(s) died during the evaluation (see above): its episodes count as infrastructure failures in the summary"
+  fi
   return "$status"
+}
+
+# check_servers_alive: die (stopping the evaluation) when the router or every engine has exited;
+# report, once, an engine that exited while others still serve (its process group is still
+# stopped on exit: its children may outlive it).
+check_servers_alive() {
+  local i live=0 dead=()
+  for i in "${!TOOLKIT_SERVER_PIDS[@]}"; do
+    [[ -n ${TOOLKIT_SERVER_PIDS[i]} && -z ${TOOLKIT_SERVER_DEAD[i]:-} ]] || continue
+    if server_running "$i"; then
+      [[ ${TOOLKIT_SERVER_ROLES[i]} != engine ]] || live=$((live + 1))
+    elif [[ ${TOOLKIT_SERVER_ROLES[i]} == engine ]]; then
+      dead+=("$i")
+    else
+      reap_server "$i"
+      server_died "$i"
+    fi
+  done
+  for i in "${dead[@]}"; do
+    reap_server "$i"
+    TOOLKIT_SERVER_DEAD[i]=1
+    ((live > 0)) || server_died "$i"
+    TOOLKIT_ENGINES_LOST=$((TOOLKIT_ENGINES_LOST + 1))
+    show_server_log "" "$i"
+    say "${TOOLKIT_SERVER_NAMES[i]} exited with status $TOOLKIT_SERVER_STATUS during the evaluation; the router sends new sessions to the $live engine(s) left"
+  done
+}
+
+# server_died INDEX: stop the evaluation, show server INDEX's log tail, die naming it.
+server_died() { # <index>
+  stop_evaluation
+  show_server_log "" "$1"
+  die "${TOOLKIT_SERVER_NAMES[$1]} exited with status $TOOLKIT_SERVER_STATUS during the evaluation (see its log above)"
 }
 
 # stop_evaluation: stop the evaluation's process group if it still runs.

@@ -14,7 +14,7 @@ _setup() {
   export TOOLKIT_RUNS_DIR="$BATS_TEST_TMPDIR/runs"
   make_install "$WORK/install"
   write_env "$WORK/exp.env" "$WORK/install" "VAL_DATA_PATH='$WORK/install/data/gsm8k_test.jsonl'" \
-    "NUM_GPUS=4" "EVAL_HEALTH_TIMEOUT=60"
+    "NUM_GPUS=4" "EVAL_HEALTH_TIMEOUT=60" "SGLANG_DATA_PARALLEL_SIZE=1"
   RUN_DIR="$TOOLKIT_RUNS_DIR/bats-exp"
   EVAL="$REPO_ROOT/bin/eval"
   export PYTHONPATH="$REPO_ROOT/tests/python/fakes/sglang_shim:$REPO_ROOT/tests/python"
@@ -203,16 +203,31 @@ assert_only_own_signalled() {
   mkdir "$tmp"
   TMPDIR=$tmp run -0 --separate-stderr "$EVAL" --dry-run --limit 5 --set "EVAL_SGLANG_FLAGS=--attention-backend fa3" "$WORK/exp.env"
   ((${#lines[@]} == 2)) || flunk "$output"
-  assert_line "python3 -m sglang.launch_server --model-path $WORK/install/model --tp-size 2 --host 127.0.0.1 --mem-fraction-static 0.7 --log-level warning --attention-backend fa3 --port \$port"
+  assert_line "python3 -m sglang.launch_server --model-path $WORK/install/model --tp-size 2 --host 127.0.0.1 --mem-fraction-static 0.7 --log-level warning --attention-backend fa3 --base-gpu-id 0 --port \$port"
   # the paths are the ones a real run uses (runs/<EXP_ID>), not a directory that is gone
   [[ ${lines[1]} == "python3 -m agentcore_slime.evaluate --config $RUN_DIR/toolkit.yaml --model-dir $WORK/install/model "*" --limit 5 --engine-url http://127.0.0.1:\$port --out-dir "* ]] ||
     flunk "${lines[1]}"
   # the hint repeats the whole invocation, without --dry-run
-  [[ $stderr == *"bin/eval: dry run: nothing written; bin/eval --limit 5 --set 'EVAL_SGLANG_FLAGS=--attention-backend fa3' $WORK/exp.env writes $RUN_DIR/eval.sh and runs these two commands:"* ]] ||
+  [[ $stderr == *"bin/eval: dry run: nothing written; bin/eval --limit 5 --set 'EVAL_SGLANG_FLAGS=--attention-backend fa3' $WORK/exp.env writes $RUN_DIR/eval.sh and runs these 2 commands:"* ]] ||
     flunk "$stderr"
   refute_calls
   [[ ! -e $TOOLKIT_RUNS_DIR && ! -e $FAKE_SGLANG_PIDS ]]
   [[ -z $(ls -A "$tmp") ]] || flunk "left behind: $(ls -A "$tmp")"
+}
+
+@test "--dry-run with SGLANG_DATA_PARALLEL_SIZE unset: engines x TP fill NUM_GPUS, behind the router" {
+  write_env "$WORK/all.env" "$WORK/install" "VAL_DATA_PATH='$WORK/install/data/gsm8k_test.jsonl'" "NUM_GPUS=4"
+  run -0 --separate-stderr "$EVAL" --dry-run --set EVAL_TP_SIZE=1 "$WORK/all.env"
+  [[ $stderr == *"bin/eval: plan: 4 engines x TP 1 = 4 of NUM_GPUS=4 GPUs, behind sglang-router (policy manual: a session stays on one engine)"* ]] ||
+    flunk "$stderr"
+  ((${#lines[@]} == 3)) || flunk "$output"
+  [[ ${lines[1]} == "python3 -m sglang_router.launch_router --policy manual --assignment-mode min_group --host 127.0.0.1 --log-level warn --worker-urls <engine URLs> --port \$router_port" ]] ||
+    flunk "${lines[1]}"
+  [[ ${lines[2]} == *" --engine-url http://127.0.0.1:\$router_port --out-dir "* ]] || flunk "${lines[2]}"
+  run -2 --separate-stderr "$EVAL" --dry-run --set SGLANG_DATA_PARALLEL_SIZE=3 "$WORK/all.env"
+  [[ $stderr == "bin/eval: SGLANG_DATA_PARALLEL_SIZE=3 engines x EVAL_TP_SIZE=2 GPUs is more than the node's NUM_GPUS=4"* ]] ||
+    flunk "$stderr"
+  refute_calls
 }
 
 @test "bad input is refused before anything runs (exit 2), same messages as bin/train" {
@@ -291,4 +306,12 @@ SCRIPT
   alive "$STALE" || flunk "another evaluation's server was stopped"
   alive "$TRAINING" || flunk "training's SGLang was stopped"
   assert_server_stopped
+}
+
+@test "CUDA_VISIBLE_DEVICES too few for the engines: refused (exit 2) before any server starts" {
+  CUDA_VISIBLE_DEVICES=6 run -2 "$EVAL" --limit 1 "$WORK/exp.env"
+  assert_output_contains "CUDA_VISIBLE_DEVICES=6 has 1 GPU(s), too few for 1 engine(s) x EVAL_TP_SIZE=2"
+  [[ ! -e $FAKE_SGLANG_PIDS ]] || flunk "a server started"
+  run calls evaluate
+  [[ -z $output ]] || flunk "the evaluation ran: $output"
 }

@@ -14,7 +14,7 @@ _setup() {
   export TOOLKIT_RUNS_DIR="$BATS_TEST_TMPDIR/runs"
   make_install "$WORK/install"
   write_env "$WORK/exp.env" "$WORK/install" "VAL_DATA_PATH='$WORK/install/data/gsm8k_test.jsonl'" \
-    "NUM_GPUS=4" "EVAL_HEALTH_TIMEOUT=60"
+    "NUM_GPUS=4" "EVAL_HEALTH_TIMEOUT=60" "SGLANG_DATA_PARALLEL_SIZE=1"
   RUN_DIR="$TOOLKIT_RUNS_DIR/bats-exp"
   export PYTHONPATH="$REPO_ROOT/tests/python/fakes/sglang_shim:$REPO_ROOT/tests/python"
   export FAKE_SGLANG_PIDS="$BATS_TEST_TMPDIR/server.pids" FAKE_SGLANG_ARGV="$BATS_TEST_TMPDIR/server.argv"

@@ -198,7 +198,9 @@ async def _evaluate(
         try:
             runner = EpisodeRunner(gateway, launcher, pool, input_id, _sampling(args))
             total = len(payloads) * args.n_samples
-            return await run_all(runner, payloads, args.n_samples, config.max_concurrent, _progress(total))
+            return await run_all(
+                runner, payloads, args.n_samples, config.max_concurrent, _progress(total), config.eval_timeout
+            )
         finally:
             await launcher.close()
 
@@ -215,6 +217,7 @@ def _settings(config: ToolkitConfig, args: argparse.Namespace, input_id: str) ->
         "s3_results": f"s3://{config.s3_bucket}/{config.exp_id}/{input_id}/",
         "model_id": config.model_id,
         "acr_timeout": config.acr_timeout,
+        "eval_timeout": config.eval_timeout,
         "max_concurrent": config.max_concurrent,
         "cumulative_token_mode": config.cumulative_token_mode,
         "config": config.source,

@@ -29,9 +29,12 @@ T = TypeVar("T")
 #: every failure is infrastructure, an agent that crashed included (its crash does not say
 #: whether the policy or the agent's environment caused it) - the boundary training draws.
 INFRASTRUCTURE = "infrastructure"
+#: the reason code of an episode cut at the evaluation's deadline (EVAL_TIMEOUT)
+EVAL_TIMEOUT = "eval_timeout"
 
 #: reason prefixes (as the launcher and this module word them) -> reason code (training's codes)
 _REASONS: tuple[tuple[str, str], ...] = (
+    ("eval_timeout", EVAL_TIMEOUT),
     ("timeout", "timeout"),
     ("invoke failed", "invoke_error"),
     ("reading the result failed", "result_unreadable"),
@@ -155,14 +158,15 @@ class EpisodeRunner:
         failure_class, code = classify(reason)
         return Episode(row, sample, sid, None, failure_class, code, reason, 0, 0, 0, False, seconds)
 
-    async def run(self, row: int, sample: int, metadata: Any) -> Episode:
+    async def run(self, row: int, sample: int, metadata: Any, sid: str | None = None) -> Episode:
         """Run one episode; never raises for an episode-level problem.
 
         :param row: the row index.
         :param sample: the sample number within the row.
         :param metadata: the row's ``metadata`` (the agent's payload).
+        :param sid: the session id (default: a new one).
         """
-        sid = new_session_id()
+        sid = sid or new_session_id()
         if not isinstance(metadata, dict):
             return self._failed(row, sample, sid, f"row metadata is {type(metadata).__name__}, not a dict")
         try:
@@ -219,6 +223,7 @@ async def run_all(
     n_samples: int,
     max_concurrent: int,
     on_done: Callable[[Episode], None] | None = None,
+    limit: float | None = None,
 ) -> list[Episode]:
     """Every row ``n_samples`` times, at most ``max_concurrent`` at once, in (row, sample) order.
 
@@ -227,18 +232,33 @@ async def run_all(
     :param n_samples: episodes per row.
     :param max_concurrent: episodes in flight at once.
     :param on_done: called with each episode as it finishes (progress).
+    :param limit: ``EVAL_TIMEOUT``: an episode not done this many seconds from now (running or
+        waiting for a slot) is cancelled, its sessions ended, and fails as ``eval_timeout``.
     """
     slots = asyncio.Semaphore(max_concurrent)
 
-    async def one(row: int, sample: int, metadata: Any) -> Episode:
+    async def one(row: int, sample: int, metadata: Any, sid: str) -> Episode:
         async with slots:
-            episode = await runner.run(row, sample, metadata)
+            episode = await runner.run(row, sample, metadata, sid)
         if on_done is not None:
             on_done(episode)
         return episode
 
-    jobs = [one(r, s, m) for r, m in enumerate(rows) for s in range(n_samples)]
-    return list(await asyncio.gather(*jobs))
+    keys = [(r, s, new_session_id()) for r in range(len(rows)) for s in range(n_samples)]
+    tasks = [asyncio.create_task(one(r, s, rows[r], sid)) for r, s, sid in keys]
+    if not tasks:
+        return []
+    _, pending = await asyncio.wait(tasks, timeout=limit)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    reason = f"eval_timeout: still running when EVAL_TIMEOUT={limit}s ended (the evaluation's tail cut)"
+    return [
+        Episode(r, s, sid, None, INFRASTRUCTURE, EVAL_TIMEOUT, reason, 0, 0, 0, False, limit or 0.0)
+        if task in pending
+        else task.result()
+        for task, (r, s, sid) in zip(tasks, keys, strict=True)
+    ]
 
 
-__all__ = ["INFRASTRUCTURE", "Episode", "EpisodeRunner", "classify", "run_all"]
+__all__ = ["EVAL_TIMEOUT", "INFRASTRUCTURE", "Episode", "EpisodeRunner", "classify", "run_all"]

@@ -22,7 +22,7 @@ from ..scripts.render import RunPaths, shell_quote
 from ..settings.envfile import read_env_file
 from ..settings.errors import ConfigError
 from ..settings.validate import Config, parse_overrides, resolve
-from .render import SCRIPT, EvalRequest, commands, render_eval
+from .render import SCRIPT, EvalRequest, commands, eval_engines, explicit_engines, plan_line, render_eval
 
 PROG = "bin/eval"
 #: external commands eval.sh needs in a real run
@@ -78,6 +78,14 @@ def check_eval(config: Config, limit: int | None) -> None:
         raise ConfigError(
             f"EVAL_TP_SIZE={tp} is more than the node's NUM_GPUS={gpus}",
             "the evaluation server runs on this node: choose EVAL_TP_SIZE <= NUM_GPUS",
+        )
+    engines = eval_engines(config)
+    if explicit_engines(config) and engines * tp > gpus:
+        raise ConfigError(
+            f"SGLANG_DATA_PARALLEL_SIZE={engines} engines x EVAL_TP_SIZE={tp} GPUs "
+            f"is more than the node's NUM_GPUS={gpus}",
+            f"bin/eval runs its engines on this node: choose SGLANG_DATA_PARALLEL_SIZE <= {gpus // tp}, "
+            "or leave it unset to use every GPU",
         )
     if limit is not None and limit < 1:
         raise ConfigError(
@@ -136,6 +144,7 @@ def _run(argv: list[str]) -> int:
         _print_dry_run(config, request, run_dir, argv)
         return 0
     write_run_dir(run_dir, rendered.files, also_checked=["eval.log"])
+    say(f"plan: {plan_line(config)}")
     say(f"running {script} (log: {run_dir / 'eval.log'})")
     return run_script(script)
 
@@ -157,10 +166,11 @@ def _print_dry_run(config: Config, request: EvalRequest, run_dir: Path, argv: li
     """What a real run would execute, with the paths it would use; nothing is written (a dry
     run used to leave a /tmp/toolkit-<EXP_ID>-eval-* directory behind on every call)."""
     again = " ".join(shell_quote(word) for word in [PROG, *(a for a in argv if a != "--dry-run")])
-    say(f"dry run: nothing written; {again} writes {run_dir / SCRIPT} and runs these two commands:")
-    server, evaluate = commands(config, request, run_dir)
-    print(server)
-    print(evaluate)
+    lines = commands(config, request, run_dir)
+    say(f"plan: {plan_line(config)}")
+    say(f"dry run: nothing written; {again} writes {run_dir / SCRIPT} and runs these {len(lines)} commands:")
+    for line in lines:
+        print(line)
 
 
 if __name__ == "__main__":  # bin/eval: python -m agentcore_slime.evaluate.launch

@@ -11,7 +11,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from .episodes import INFRASTRUCTURE, Episode
+from agentcore_slime.observe.figures import eval_figures
+from agentcore_slime.observe.figures import is_correct as figures_is_correct
+
+from .episodes import Episode
 
 
 def pass_at_k(n: int, correct: int, k: int) -> float:
@@ -57,50 +60,56 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
 
 
 def is_correct(episode: Episode) -> bool:
-    """An episode counts as correct when it succeeded with a reward above 0 (as slime's eval)."""
-    return episode.reward is not None and episode.reward > 0
+    """An episode counts as correct when the agent returned a reward above 0 (as slime's eval)."""
+    return figures_is_correct(episode.reward if episode.ok else None)
+
+
+def _pass_at_k(by_row: dict[int, list[Episode]], n_samples: int) -> dict[str, float | None]:
+    """pass@k over each row's valid episodes; a row with fewer than k valid ones is left out of
+    pass@k (None when no row has k)."""
+    out: dict[str, float | None] = {}
+    for k in k_values(n_samples):
+        estimates = [
+            pass_at_k(len(valid), sum(map(is_correct, valid)), k)
+            for valid in ([e for e in eps if e.ok] for eps in by_row.values())
+            if len(valid) >= k
+        ]
+        out[str(k)] = sum(estimates) / len(estimates) if estimates else None
+    return out
 
 
 def summarize(episodes: Sequence[Episode], n_samples: int, wall_seconds: float) -> dict[str, Any]:
     """The metrics of ``summary.json`` (without the run's settings).
 
-    Failed episodes count as reward 0 and not correct in ``accuracy`` and ``mean_reward``, as in
-    training's eval metrics; ``*_without_infrastructure_failures`` leave out the failed episodes
-    (what the model scored on the episodes whose agent returned a reward).
+    ``accuracy`` and ``mean_reward`` are the eval figures (:mod:`agentcore_slime.observe.figures`,
+    the training rule): over the valid episodes, infrastructure failures left out and counted
+    apart (``failed``, ``failures``); None when no episode is valid. The same figures as an eval
+    step's ``metrics.jsonl`` line and slime's ``eval/<name>``.
 
     :param episodes: every episode of the evaluation.
     :param n_samples: episodes per row.
     :param wall_seconds: the evaluation's wall time.
     """
-    count = len(episodes)
-    rewards = [e.reward if e.reward is not None else 0.0 for e in episodes]
-    valid = [e for e in episodes if e.failure_class != INFRASTRUCTURE]
+    figures = eval_figures(
+        [e.reward if e.ok else None for e in episodes], [e.failure_reason for e in episodes if not e.ok]
+    )
     by_row: dict[int, list[Episode]] = {}
     for episode in episodes:
         by_row.setdefault(episode.row, []).append(episode)
     summary: dict[str, Any] = {
         "rows": len(by_row),
-        "episodes": count,
-        "succeeded": sum(e.ok for e in episodes),
-        "failed": sum(not e.ok for e in episodes),
-        "accuracy": sum(map(is_correct, episodes)) / count if count else 0.0,
-        "mean_reward": sum(rewards) / count if count else 0.0,
-        "accuracy_without_infrastructure_failures": (
-            sum(map(is_correct, valid)) / len(valid) if valid else None
-        ),
-        "mean_reward_without_infrastructure_failures": (
-            sum(e.reward or 0.0 for e in valid) / len(valid) if valid else None
-        ),
+        "episodes": figures.episodes,
+        "valid": figures.valid,
+        "succeeded": figures.valid,
+        "failed": figures.failed,
+        "accuracy": figures.accuracy,
+        "mean_reward": figures.reward_mean,
     }
     if n_samples > 1 and by_row:
-        summary["pass_at_k"] = {
-            str(k): sum(pass_at_k(len(eps), sum(map(is_correct, eps)), k) for eps in by_row.values())
-            / len(by_row)
-            for k in k_values(n_samples)
-        }
+        summary["pass_at_k"] = _pass_at_k(by_row, n_samples)
     summary["failures"] = {
         "by_class": dict(sorted(Counter(str(e.failure_class) for e in episodes if not e.ok).items())),
-        "by_reason": dict(sorted(Counter(str(e.failure_reason) for e in episodes if not e.ok).items())),
+        "by_reason": figures.failed_by_reason,
     }
     summary["tokens"] = {
         "prompt": sum(e.prompt_tokens for e in episodes),
@@ -113,6 +122,10 @@ def summarize(episodes: Sequence[Episode], n_samples: int, wall_seconds: float) 
     return summary
 
 
+def _reward(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
 def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
@@ -122,17 +135,12 @@ def screen(summary: dict[str, Any]) -> str:
     s = summary
     lines = [
         f"evaluation of {s['checkpoint']} on {s['data']} ({s['rows']} rows x {s['n_samples']})",
-        f"  accuracy     {_percent(s['accuracy'])}   mean reward {s['mean_reward']:.4f}",
+        f"  accuracy     {_percent(s['accuracy'])}   mean reward {_reward(s['mean_reward'])}"
+        f"   (over the {s['valid']} valid episodes; infrastructure failures apart)",
     ]
-    if s.get("accuracy_without_infrastructure_failures") not in (None, s["accuracy"]):
-        lines.append(
-            f"  without infrastructure failures: accuracy "
-            f"{_percent(s['accuracy_without_infrastructure_failures'])}, mean reward "
-            f"{s['mean_reward_without_infrastructure_failures']:.4f}"
-        )
     if "pass_at_k" in s:
         lines.append("  " + "   ".join(f"pass@{k} {_percent(v)}" for k, v in s["pass_at_k"].items()))
-    lines.append(f"  episodes     {s['episodes']}: {s['succeeded']} succeeded, {s['failed']} failed")
+    lines.append(f"  episodes     {s['episodes']}: {s['valid']} valid, {s['failed']} failed")
     for reason, number in s["failures"]["by_reason"].items():
         lines.append(f"    {number:5d} x {reason}")
     tokens, seconds = s["tokens"], s["seconds"]

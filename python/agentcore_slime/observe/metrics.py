@@ -13,6 +13,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
+from agentcore_slime.observe.figures import eval_figures
 from agentcore_slime.observe.records import EpisodeRecord
 
 
@@ -40,15 +41,18 @@ def _spread(values: list[float]) -> dict[str, float | None]:
 
 
 def _reward_stats(rewards: list[float]) -> dict[str, float | None]:
+    """Reward statistics of the valid episodes; ``mean`` and ``pass_rate`` are the eval figures'
+    ``reward_mean`` and ``accuracy`` (:mod:`agentcore_slime.observe.figures`), bit for bit."""
     if not rewards:
         return {"mean": None, "std": None, "min": None, "max": None, "pass_rate": None}
+    figures = eval_figures(rewards)
     return {
-        "mean": statistics.fmean(rewards),
+        "mean": figures.reward_mean,
         "std": statistics.pstdev(rewards),
         "min": min(rewards),
         "max": max(rewards),
         # a pass is a positive reward, as the eval accuracy counts it
-        "pass_rate": sum(r > 0 for r in rewards) / len(rewards),
+        "pass_rate": figures.accuracy,
     }
 
 

@@ -1,12 +1,29 @@
-"""The eval step: every eval dataset's rows, each ``n_samples`` times, as ``RolloutFnEvalOutput``."""
+"""The eval step: every eval dataset's rows, each ``n_samples`` times, as ``RolloutFnEvalOutput``.
+
+What slime gets per dataset follows the eval figures (:mod:`agentcore_slime.observe.figures`):
+``rewards``, ``samples`` and ``truncated`` hold the valid episodes only, aligned, so slime's own
+``eval/<name>`` (``sum(rewards) / len(rewards)``) is the figures' ``reward_mean``, the number
+bin/eval's summary.json, metrics.jsonl and the report show. When every episode of a dataset
+failed, the lists hold one entry (reward NaN, the first failed episode's zero-length sample):
+``eval/<name>`` is NaN (no value, a gap in the plot) instead of a ZeroDivisionError in slime.
+The failures are counted apart in ``eval/<name>/failed`` and ``eval/<name>/failures/<code>``.
+
+No over-sampling: every row runs ``n_samples`` times. The tail cut is a deadline: with
+``EVAL_TIMEOUT`` set, an episode still running (or waiting for a slot) that many seconds after
+its episodes started is cancelled (its ACR and gateway sessions ended) and fails with the code
+``eval_timeout``; the step never waits longer. Unset, each episode is bounded by ``ACR_TIMEOUT``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 from typing import Any
 
 from agentcore_slime.datasets import EvalRow, EvalSpec, eval_specs, load_rows
-from agentcore_slime.rollout.episode import _Episode, _input_id, _run_all
+from agentcore_slime.observe.figures import eval_figures, slime_value
+from agentcore_slime.rollout.episode import _Episode, _failed, _input_id, _Result, _run_episode
 from agentcore_slime.rollout.record import _log_summary, _record_step
 from agentcore_slime.rollout.runtime import Runtime
 from agentcore_slime.rollout.trace_log import _write_trace_log
@@ -47,25 +64,69 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
                     metadata=row.metadata,
                 )
                 episodes.append(_Episode(template, slot, len(episodes), input_id, spec.sampling))
-    results = await _run_all(runtime, episodes)
+    results = await _run_until(runtime, episodes, runtime.config.eval_timeout)
     await _write_trace_log(runtime, rollout_id, "eval", results)
     data: dict[str, dict[str, Any]] = {}
     metrics: dict[str, Any] = {}
     seconds = time.monotonic() - started
     for slot, spec in enumerate(specs):
         mine = [r for r in results if r.episode.slot == slot]
-        rewards = [r.reward if r.reward is not None else 0.0 for r in mine]
-        last = [r.samples[-1] for r in mine]
-        data[spec.name] = {
-            "rewards": rewards,
-            "truncated": [s.status == Sample.Status.TRUNCATED for s in last],
-            "samples": last,
-        }
-        count = len(rewards)
-        metrics[f"eval/{spec.name}/accuracy"] = sum(r > 0 for r in rewards) / count if count else 0.0
-        metrics[f"eval/{spec.name}/mean_reward"] = sum(rewards) / count if count else 0.0
-        metrics[f"eval/{spec.name}/count"] = count
-        metrics[f"eval/{spec.name}/failed"] = sum(not r.ok for r in mine)
+        data[spec.name] = _slime_entry(mine, Sample.Status.TRUNCATED)
+        metrics.update(_figure_metrics(spec.name, mine))
         await _record_step(runtime, "eval", rollout_id, mine, seconds, dataset=spec.name)
     _log_summary("eval", rollout_id, results, sum(len(r.samples) for r in results if r.ok), started)
     return RolloutFnEvalOutput(data=data, metrics=metrics)
+
+
+#: the reason code of an eval episode cut at the step's deadline (EVAL_TIMEOUT)
+EVAL_TIMEOUT_CODE = "eval_timeout"
+
+
+async def _run_until(runtime: Runtime, episodes: list[_Episode], limit: float | None) -> list[_Result]:
+    """Every episode, at most ``max_concurrent`` at once; those not done ``limit`` seconds from
+    now are cancelled (their sessions ended) and fail with :data:`EVAL_TIMEOUT_CODE`."""
+    slots = asyncio.Semaphore(runtime.config.max_concurrent)
+    tasks = [asyncio.create_task(_run_episode(runtime, e, slots)) for e in episodes]
+    if not tasks:
+        return []
+    _, pending = await asyncio.wait(tasks, timeout=limit)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    reason = f"{EVAL_TIMEOUT_CODE}: still running when EVAL_TIMEOUT={limit}s ended (the eval step's tail cut)"
+    return [
+        _failed(episode, EVAL_TIMEOUT_CODE, reason) if task in pending else task.result()
+        for task, episode in zip(tasks, episodes, strict=True)
+    ]
+
+
+def _slime_entry(results: list[_Result], truncated_status: Any) -> dict[str, Any]:
+    """``rewards`` / ``samples`` / ``truncated`` of the valid episodes (aligned); one NaN entry
+    when none is valid (see the module docstring)."""
+    valid = [r for r in results if r.ok and r.reward is not None]
+    if not valid:
+        placeholder = results[0].samples[-1]
+        return {"rewards": [math.nan], "truncated": [False], "samples": [placeholder]}
+    last = [r.samples[-1] for r in valid]
+    return {
+        "rewards": [float(r.reward) for r in valid if r.reward is not None],
+        "truncated": [s.status == truncated_status for s in last],
+        "samples": last,
+    }
+
+
+def _figure_metrics(name: str, results: list[_Result]) -> dict[str, float]:
+    """``eval/<name>/*``: the eval figures of one dataset (slime adds ``eval/<name>`` itself)."""
+    figures = eval_figures(
+        [r.reward if r.ok else None for r in results], [r.failure for r in results if not r.ok]
+    )
+    metrics = {
+        f"eval/{name}/reward_mean": slime_value(figures.reward_mean),
+        f"eval/{name}/accuracy": slime_value(figures.accuracy),
+        f"eval/{name}/episodes": figures.episodes,
+        f"eval/{name}/valid": figures.valid,
+        f"eval/{name}/failed": figures.failed,
+    }
+    for code, count in figures.failed_by_reason.items():
+        metrics[f"eval/{name}/failures/{code}"] = count
+    return metrics

@@ -98,6 +98,7 @@ class ToolkitConfig:
     :param max_extra_groups: groups a step may start beyond ``rollout_batch_size`` (None = the
         over-sampling batch size).
     :param record_episodes: episodes per step recorded for the report (plus every failed one).
+    :param eval_timeout: seconds an eval step may take (None = no step limit beyond ACR_TIMEOUT).
     :param source: where the settings came from (named in error messages).
     """
 
@@ -122,6 +123,7 @@ class ToolkitConfig:
     infra_failures: str
     max_extra_groups: int | None
     record_episodes: int
+    eval_timeout: float | None = None
     source: str = "toolkit.yaml"
 
     @property

@@ -325,7 +325,12 @@ KEYS: tuple[Key, ...] = (
         rollout=True,
         shown_default="`OVER_SAMPLING_BATCH_SIZE`",
     ),
-    _pos_int("SGLANG_DATA_PARALLEL_SIZE", "1", "SGLang data-parallel size (--sglang-data-parallel-size)"),
+    _pos_int(
+        "SGLANG_DATA_PARALLEL_SIZE",
+        "1",
+        "SGLang data-parallel size (--sglang-data-parallel-size); bin/eval: its engines "
+        "(unset there = NUM_GPUS / EVAL_TP_SIZE)",
+    ),
     Key(
         "CUMULATIVE_TOKEN_MODE",
         Kind.BOOL,
@@ -401,6 +406,13 @@ KEYS: tuple[Key, ...] = (
     _pos_int("EVAL_INTERVAL", "10", "evaluate every N rollouts"),
     _pos_int("N_SAMPLES_PER_EVAL_PROMPT", "1", "episodes per validation prompt"),
     Key("EVAL_TEMPERATURE", Kind.FLOAT, "0.0", "eval sampling temperature", minimum=0),
+    _pos_float(
+        "EVAL_TIMEOUT",
+        None,
+        "seconds an eval step (or bin/eval's episodes) may take; an episode still running then "
+        "fails (eval_timeout); unset = each episode bounded by ACR_TIMEOUT only",
+        rollout=True,
+    ),
     _pos_int(
         "EVAL_MAX_RESPONSE_LEN",
         None,

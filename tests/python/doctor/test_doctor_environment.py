@@ -43,7 +43,8 @@ def test_a_missing_package_fails_naming_it(make_context: MakeContext) -> None:
     results = by_name(check_job_python(make_context(environ={"PYTHONPATH": ""})))
     imports = results["env.imports"]
     assert imports.status is Status.FAIL
-    assert "cannot import slime, sglang, sglang_router" in imports.found
+    # sglang_router may be importable here (the tests install it for its parser): not asserted
+    assert "cannot import slime, sglang" in imports.found
     assert "No module named 'slime'" in imports.found
 
 

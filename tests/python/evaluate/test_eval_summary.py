@@ -49,13 +49,15 @@ def test_summary_of_known_episodes() -> None:
     ]
     summary = summarize(episodes, 4, wall_seconds=12.5)
     assert summary["rows"] == 2 and summary["episodes"] == 8 and summary["failed"] == 2
-    assert summary["accuracy"] == pytest.approx(4 / 8)
-    assert summary["mean_reward"] == pytest.approx(3.5 / 8)
-    assert summary["accuracy_without_infrastructure_failures"] == pytest.approx(4 / 6)
-    assert summary["mean_reward_without_infrastructure_failures"] == pytest.approx(3.5 / 6)
-    expected = {k: (pass_at_k(4, 1, k) + pass_at_k(4, 3, k)) / 2 for k in (1, 2, 4)}
-    assert summary["pass_at_k"] == {str(k): pytest.approx(v) for k, v in expected.items()}
-    assert summary["pass_at_k"]["1"] == pytest.approx(0.5) and summary["pass_at_k"]["4"] == 1.0
+    # the training rule: over the 6 valid episodes, the 2 infrastructure failures apart
+    assert summary["valid"] == 6
+    assert summary["accuracy"] == pytest.approx(4 / 6)
+    assert summary["mean_reward"] == pytest.approx(3.5 / 6)
+    assert "accuracy_without_infrastructure_failures" not in summary
+    # pass@k over each row's valid episodes (3 per row): no row has 4, so pass@4 has no value
+    expected = {k: (pass_at_k(3, 1, k) + pass_at_k(3, 3, k)) / 2 for k in (1, 2)}
+    assert summary["pass_at_k"] == {**{str(k): pytest.approx(v) for k, v in expected.items()}, "4": None}
+    assert summary["pass_at_k"]["1"] == pytest.approx(2 / 3)
     assert summary["failures"] == {"by_class": {INFRASTRUCTURE: 2},
                                    "by_reason": {"agent_crashed": 1, "timeout": 1}}
     assert summary["tokens"]["completion"] == 80 and summary["tokens"]["prompt"] == 800
@@ -79,8 +81,18 @@ def test_screen_fits_one_screen_and_names_the_numbers() -> None:
                **summarize(episodes, 2, 3.0)}
     text = screen(summary)
     assert len(text.splitlines()) <= 24
-    assert "accuracy     50.0%" in text and "pass@1 50.0%" in text and "1 x timeout" in text
-    assert "without infrastructure failures: accuracy 100.0%" in text
+    assert "accuracy     100.0%   mean reward 1.0000   (over the 1 valid episodes" in text
+    assert "pass@1 100.0%   pass@2 n/a" in text and "1 x timeout" in text
+    assert "episodes     2: 1 valid, 1 failed" in text
+
+
+def test_every_episode_failed_gives_no_value_not_a_division_by_zero() -> None:
+    episodes = [_episode(0, s, None, (INFRASTRUCTURE, "timeout")) for s in range(2)]
+    summary = {"checkpoint": "/m", "data": "/v.jsonl", "n_samples": 2, "out_dir": "/out",
+               **summarize(episodes, 2, 3.0)}
+    assert summary["accuracy"] is None and summary["mean_reward"] is None and summary["valid"] == 0
+    assert summary["failed"] == 2 and summary["pass_at_k"] == {"1": None, "2": None}
+    assert "accuracy     n/a   mean reward n/a" in screen(summary)
 
 
 @pytest.mark.parametrize(

@@ -53,13 +53,16 @@ def test_dry_run_commands_are_the_scripts_arrays() -> None:
     config = _config(env_file, {"EVAL_SGLANG_FLAGS": "--attention-backend 'fa 3'", "EVAL_TP_SIZE": "4"})
     request = EvalRequest(Path("/ckpt with space"), None)
     text = _render(config, request, env_file).files["eval.sh"]
-    server, evaluate = commands(config, request, FIXED_RUNS / str(config["EXP_ID"]))
+    server, router, evaluate = commands(config, request, FIXED_RUNS / str(config["EXP_ID"]))
 
     def array(name: str) -> list[str]:
         body = text.split(f"\n{name}=(\n", 1)[1].split("\n)\n", 1)[0]
         return shlex.split(body)
 
-    assert shlex.split(server.removesuffix(" --port $port"))[3:] == array("SERVER_ARGS")
+    assert shlex.split(server.removesuffix(" --base-gpu-id 0 --port $port"))[3:] == array("SERVER_ARGS")
+    assert shlex.split(router.split(" --worker-urls ", 1)[0])[3:] == array("ROUTER_ARGS")
+    # NUM_GPUS=8 of gsm8k.env: every GPU, 2 engines of TP 4
+    assert "ENGINES=2\nENGINES_SET=0\nTP_SIZE=4\n" in text
     assert array("SERVER_ARGS")[:4] == ["--model-path", "/ckpt with space", "--tp-size", "4"]
     assert array("SERVER_ARGS")[-2:] == ["--attention-backend", "fa 3"]
     words = shlex.split(evaluate.split(" --engine-url ", 1)[0])

@@ -243,17 +243,21 @@ def test_eval(s3_bucket: str, agents: Any, gateway: Any, shim_state: Any, tmp_pa
     output = rollout.generate_rollout(args, 7, None, evaluation=True)
     assert isinstance(output, RolloutFnEvalOutput)
     math, more = output.data["math"], output.data["more"]
-    assert math["rewards"] == [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
-    assert math["truncated"] == [False] * 6 and [s.index for s in math["samples"]] == list(range(6))
+    # the valid episodes only, aligned (the failed "error" row's two episodes are counted apart)
+    assert math["rewards"] == [0.0, 0.0, 1.0, 1.0]
+    assert math["truncated"] == [False] * 4 and [s.index for s in math["samples"]] == list(range(4))
     assert more["rewards"] == [1.0] and more["truncated"] == [True]
     assert output.metrics == {
-        "eval/math/accuracy": pytest.approx(2 / 6),
-        "eval/math/mean_reward": pytest.approx(2 / 6),
-        "eval/math/count": 6,
+        "eval/math/reward_mean": 0.5,
+        "eval/math/accuracy": 0.5,
+        "eval/math/episodes": 6,
+        "eval/math/valid": 4,
         "eval/math/failed": 2,
+        "eval/math/failures/agent_crashed": 2,
+        "eval/more/reward_mean": 1.0,
         "eval/more/accuracy": 1.0,
-        "eval/more/mean_reward": 1.0,
-        "eval/more/count": 1,
+        "eval/more/episodes": 1,
+        "eval/more/valid": 1,
         "eval/more/failed": 0,
     }
     eval_payloads = [p for _, p in agent.invocations if p.get("extra") == 1]
@@ -266,7 +270,7 @@ def test_eval(s3_bucket: str, agents: Any, gateway: Any, shim_state: Any, tmp_pa
     # datasets are cached across calls
     Path(math_path).unlink()
     again = rollout.generate_rollout(args, 8, None, evaluation=True)
-    assert len(again.data["math"]["rewards"]) == 6
+    assert len(again.data["math"]["rewards"]) == 4
 
 
 def test_eval_with_an_empty_dataset_fails_before_any_episode(

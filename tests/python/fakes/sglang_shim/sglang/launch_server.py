@@ -10,6 +10,10 @@ check that the whole process group is stopped. Behaviour from the environment:
   default 2); ``ignore_term`` (serves; it and its child ignore SIGTERM).
 - ``FAKE_SGLANG_PIDS``: a file the server and its child append their PIDs to.
 - ``FAKE_SGLANG_ARGV``: a file the server writes its argv to (one word per line).
+- ``FAKE_SGLANG_REQUESTS``: a file each ``POST /generate`` appends ``<port> <X-SMG-Routing-Key>``
+  to (which engine served which session, behind a router).
+- ``FAKE_SGLANG_DIE_ON_GPU`` / ``FAKE_SGLANG_DIE_AFTER_REQUESTS``: the engine started with that
+  ``--base-gpu-id`` exits with status 3 (its scheduler crashed) when its Nth ``/generate`` arrives.
 
 ``--api-key`` (or ``api-key`` in the YAML of ``--config``, as SGLang 0.5.13 reads it) turns on
 SGLang's key check (:func:`require_api_key`).
@@ -55,6 +59,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--context-length", type=int, default=32768)
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--config", default=None)
+    parser.add_argument("--base-gpu-id", type=int, default=0)
     args, _ = parser.parse_known_args(argv)
     if args.config:  # SGLang 0.5.13 prepare_server_args: a YAML of option: value, below the CLI
         config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
@@ -80,6 +85,23 @@ def require_api_key(app: web.Application, api_key: str) -> None:
         return await handler(request)  # type: ignore[no-any-return]
 
     app.middlewares.append(authentication)
+
+
+def record_requests(app: web.Application, port: int, log: str, die_after: int | None) -> None:
+    """Append ``<port> <routing key>`` per /generate to ``log``; exit 3 at the ``die_after``-th."""
+    served = [0]
+
+    @web.middleware
+    async def recording(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == "/generate":
+            served[0] += 1
+            if die_after is not None and served[0] >= die_after:
+                _die()
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(f"{port} {request.headers.get('X-SMG-Routing-Key', '-')}\n")
+        return await handler(request)  # type: ignore[no-any-return]
+
+    app.middlewares.append(recording)
 
 
 def fixed_policy(input_ids: list[int], sampling_params: dict[str, Any]) -> Completion:
@@ -128,6 +150,10 @@ def main(argv: list[str]) -> int:
     engine = FakeSGLang(policy, context_length=args.context_length)
     if args.api_key:
         require_api_key(engine._app, args.api_key)
+    dies = os.environ.get("FAKE_SGLANG_DIE_ON_GPU") == str(args.base_gpu_id)
+    if os.environ.get("FAKE_SGLANG_REQUESTS") or dies:
+        die_after = int(os.environ.get("FAKE_SGLANG_DIE_AFTER_REQUESTS", "1")) if dies else None
+        record_requests(engine._app, args.port, os.environ.get("FAKE_SGLANG_REQUESTS", os.devnull), die_after)
     loop = asyncio.new_event_loop()
     if mode == "dies":
         loop.call_later(float(os.environ.get("FAKE_SGLANG_DIE_AFTER", "2")), _die)
