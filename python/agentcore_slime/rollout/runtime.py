@@ -97,6 +97,8 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
         port=config.gateway_port,
         log_level=config.gateway_log_level,
         context_length=getattr(args, "sglang_context_length", None),
+        max_calls_per_episode=config.max_calls_per_episode,
+        max_tokens_per_episode=config.max_tokens_per_episode,
     )
 
 
