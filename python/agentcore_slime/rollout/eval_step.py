@@ -7,7 +7,7 @@ from typing import Any
 
 from agentcore_slime.datasets import EvalRow, EvalSpec, eval_specs, load_rows
 from agentcore_slime.rollout.episode import _Episode, _input_id, _run_all
-from agentcore_slime.rollout.record import _log_summary, _record_step
+from agentcore_slime.rollout.record import _log_summary, _record_step, charges
 from agentcore_slime.rollout.runtime import Runtime
 from agentcore_slime.rollout.trace_log import _write_trace_log
 
@@ -66,6 +66,8 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
         metrics[f"eval/{spec.name}/mean_reward"] = sum(rewards) / count if count else 0.0
         metrics[f"eval/{spec.name}/count"] = count
         metrics[f"eval/{spec.name}/failed"] = sum(not r.ok for r in mine)
-        await _record_step(runtime, "eval", rollout_id, mine, seconds, dataset=spec.name)
+        billed = charges([e for e in episodes if e.slot == slot], mine)
+        cost = runtime.charge("eval", rollout_id, billed)
+        await _record_step(runtime, "eval", rollout_id, mine, seconds, dataset=spec.name, cost=cost)
     _log_summary("eval", rollout_id, results, sum(len(r.samples) for r in results if r.ok), started)
     return RolloutFnEvalOutput(data=data, metrics=metrics)

@@ -38,13 +38,19 @@ def env_file(tmp_path: Path, monkeypatch) -> Path:
         ("NODE_HOUR_USD=-1", "NODE_HOUR_USD must be a number >= 0"),
         ("NODE_HOUR_USD=ten", "NODE_HOUR_USD must be a number >= 0"),
         ("ACR_VCPU_HOUR_USD=-0.1", "ACR_VCPU_HOUR_USD must be a number >= 0"),
-        ("ACR_ACTIVE_CPU_SHARE=3", "ACR_ACTIVE_CPU_SHARE must be a number >= 0 and <= 2"),
+        (
+            "ACR_ACTIVE_CPU_SHARE=3",
+            "ACR_ACTIVE_CPU_SHARE must be a number >= 0 and <= 2",
+        ),
         ("ACR_MEMORY_GB=9", "ACR_MEMORY_GB must be a number >= 0 and <= 8"),
         ("BUDGET_USD=0", "BUDGET_USD must be a number > 0"),
         ("BUDGET_USD=lots", "BUDGET_USD must be a number > 0"),
         ("MAX_CALLS_PER_EPISODE=0", "MAX_CALLS_PER_EPISODE must be an integer >= 1"),
         ("MAX_TOKENS_PER_EPISODE=0", "MAX_TOKENS_PER_EPISODE must be an integer >= 1"),
-        ("MAX_TOKENS_PER_EPISODE=1.5", "MAX_TOKENS_PER_EPISODE must be an integer >= 1"),
+        (
+            "MAX_TOKENS_PER_EPISODE=1.5",
+            "MAX_TOKENS_PER_EPISODE must be an integer >= 1",
+        ),
     ],
 )
 def test_bad_cost_settings_exit_2_before_anything_is_written(
@@ -68,26 +74,45 @@ def test_a_budget_below_one_step_exits_2_with_the_least_that_would_do(
     assert f"BUDGET_USD=0.5 is below one step's projected cost (${step:.2f}" in err
     assert f"raise BUDGET_USD to at least {step + 0.005:.2f}" in err
     assert not (tmp_path / "runs").exists()
-    assert cli.main(["--render-only", "--set", f"BUDGET_USD={step * 2.5:.2f}", str(env_file)]) == 0
+    assert (
+        cli.main(
+            ["--render-only", "--set", f"BUDGET_USD={step * 2.5:.2f}", str(env_file)]
+        )
+        == 0
+    )
 
 
-def test_dry_run_prints_the_expected_cost_by_part_and_its_assumptions(env_file: Path, capsys) -> None:
+def test_dry_run_prints_the_expected_cost_by_part_and_its_assumptions(
+    env_file: Path, capsys
+) -> None:
     assert cli.main(["--dry-run", str(env_file)]) == 0
     err = capsys.readouterr().err
     gpu = 10 * 98.32 * 120 / 3600
     acr = 10 * 8 * 60 * (0.25 * 0.0895 + 2 * 0.00945) / 3600
     upper = 10 * 8 * 60 * (2 * 0.0895 + 8 * 0.00945) / 3600
-    assert f"expected cost: ${gpu + acr:,.2f} to ${gpu + upper:,.2f} (10 steps, 0 eval steps;" in err
+    assert (
+        f"expected cost: ${gpu + acr:,.2f} to ${gpu + upper:,.2f} (10 steps, 0 eval steps;"
+        in err
+    )
     assert f"  GPU nodes         ${gpu:,.2f}\n" in err
     assert f"  AgentCore Runtime ${acr:,.2f} estimate, ${upper:,.2f} at most" in err
-    assert "  assumed: 60 s per episode and no agent-reported cost (no bin/eval of this agent yet" in err
+    assert (
+        "  assumed: 60 s per episode and no agent-reported cost (no bin/eval of this agent yet"
+        in err
+    )
 
 
-def test_dry_run_uses_the_last_bin_eval_of_the_same_agent(env_file: Path, tmp_path: Path, capsys) -> None:
+def test_dry_run_uses_the_last_bin_eval_of_the_same_agent(
+    env_file: Path, tmp_path: Path, capsys
+) -> None:
     def summary(run: str, stamp: str, agent: str, seconds: float, usd: float) -> Path:
         path = tmp_path / "runs" / run / "eval" / stamp / "summary.json"
         path.parent.mkdir(parents=True)
-        body = {"agent": agent, "episodes": 4, "seconds": {"per_episode": {"mean": seconds}}}
+        body = {
+            "agent": agent,
+            "episodes": 4,
+            "seconds": {"per_episode": {"mean": seconds}},
+        }
         path.write_text(json.dumps({**body, "cost": {"agent_usd": usd}}))
         return path
 
