@@ -203,6 +203,7 @@ class Ledger:
             "steps_done": step,
             "num_rollout": self.budget.schedule.num_rollout,
             "last_saved_step": decision.last_saved_step,
+            "per_step_usd": round(self.budget.dearest_step, 4),
             "save_dir": getattr(args, "save", None),
             "why": decision.why,
             "time": time.time(),

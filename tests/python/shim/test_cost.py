@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,27 @@ def test_a_budget_of_two_and_a_half_steps_stops_after_the_second_steps_save_and_
         lines[-1]["cost"]["run"]["total_usd"], abs=1e-4
     )
     assert 8.0 < lines[-1]["cost"]["run"]["total_usd"] < 8.1
+    # train.sh's end (templates/lib/budget.sh) reads this marker: exit 3 and how to go on
+    lib = Path(__file__).resolve().parents[3] / "templates" / "lib"
+    script = f'source {lib}/common.sh; source {lib}/budget.sh; job_status 1 "$1" "bin/train exp.env"'
+    shell = subprocess.run(
+        ["bash", "-c", script, "bash", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert shell.returncode == 3, shell.stderr
+    assert (
+        "stopped by BUDGET_USD: $8.00 spent of $10.00 after 2 of 6 steps"
+        in shell.stderr
+    )
+    assert (
+        f"checkpoint to resume from: {tmp_path}/checkpoints/iter_0000001 (rollout 1)"
+        in shell.stderr
+    )
+    assert (
+        "remaining steps: bin/train --set BUDGET_USD=25 exp.env" in shell.stderr
+    )  # 8 + 4 x 4 + 0.5
     # resume from the checkpoint with a larger budget: a new process carries the spending over
     shim_state.reset()
     args.start_rollout_id, args.budget_usd = 2, 20.0
