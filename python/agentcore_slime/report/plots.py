@@ -213,7 +213,7 @@ def _tokens(data: RunData) -> Callable[[Axes], None]:
 
 
 def has_cost(data: RunData) -> bool:
-    """Whether the run recorded its cost (metrics.jsonl of a toolkit with issue 26 on)."""
+    """Whether the run recorded its cost (metrics.jsonl lines with a `cost` entry)."""
     return any(isinstance(line.get("cost"), dict) for line in data.train)
 
 
