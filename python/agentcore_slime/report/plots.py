@@ -223,8 +223,9 @@ def _run_cost(data: RunData) -> list[dict[str, Any]]:
 
     def when(line: dict[str, Any]) -> tuple[float, int]:
         time = line.get("time")
-        ok = isinstance(time, (int, float)) and not isinstance(time, bool)
-        return (float(time) if ok else 0.0, int(line["step"]))
+        if isinstance(time, (int, float)) and not isinstance(time, bool):
+            return float(time), int(line["step"])
+        return 0.0, int(line["step"])
 
     return sorted(lines, key=when)
 
