@@ -298,3 +298,38 @@ class Budget:
 def projected_total(spent: Cost, per_step: Cost, steps_left: int) -> Cost:
     """The run's projected total: what it spent plus ``steps_left`` steps like ``per_step``."""
     return spent + per_step.scaled(max(steps_left, 0))
+
+
+#: what the estimate assumes when no bin/eval of the agent says otherwise (printed as such)
+ASSUMED_EPISODE_SECONDS = 60.0
+#: training and weight sync take about as long as the rollout (sync); async overlaps them
+ASSUMED_TRAIN_SHARE = 1.0
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """What one step does, for the projection before a run.
+
+    :param episodes: episodes started per step (over-sampled ones included: they are billed).
+    :param concurrent: episodes in flight at once.
+    :param episode_seconds: one episode's session-seconds.
+    :param agent_usd: what the agent reports per episode.
+    :param train_share: the step's training time as a share of its rollout time (0 = overlapped).
+    """
+
+    episodes: int
+    concurrent: int
+    episode_seconds: float
+    agent_usd: float = 0.0
+    train_share: float = ASSUMED_TRAIN_SHARE
+
+    @property
+    def wall_seconds(self) -> float:
+        waves = math.ceil(self.episodes / max(self.concurrent, 1))
+        return waves * self.episode_seconds * (1.0 + self.train_share)
+
+
+def projected_step(rates: Rates, shape: StepShape) -> Cost:
+    """One step's projected cost: its GPU wall time and every episode it starts."""
+    usage = EpisodeUsage(shape.episode_seconds, shape.agent_usd)
+    return gpu_cost(rates, shape.wall_seconds) + episode_cost(rates, usage).scaled(shape.episodes)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..preflight.context import Context
+from ..preflight.estimate import estimate
 from ..preflight.report import as_json, exit_status, summary
 from ..scripts.render import passthrough_flags
 from ..settings.envfile import read_env_file
@@ -71,5 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for result in results:
             print(result.line())
+    # what the run would cost (README "What will this cost?"): information, never a verdict
+    for line in estimate(config, runs_dir, args.variant).lines():
+        print(f"{PROG}: {line}", file=sys.stderr)
     print(f"{PROG}: {summary(results)}", file=sys.stderr)
     return exit_status(results)

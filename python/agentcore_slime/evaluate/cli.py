@@ -41,7 +41,7 @@ from agentcore_slime.rundir import PRIVATE_DIR_MODE, new_results_dir
 from agentcore_slime.settings.config import ToolkitConfig, load_config
 
 from .episodes import INFRASTRUCTURE, Episode, EpisodeRunner, run_all
-from .summary import screen, summarize
+from .summary import evaluation_cost, screen, summarize
 
 PROG = "evaluate"
 logger = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ async def _evaluate(
     with ThreadPoolExecutor(max_workers=config.max_pool_connections, thread_name_prefix="eval-io") as pool:
         launcher = make_runner(config, pool)
         try:
-            runner = EpisodeRunner(gateway, launcher, pool, input_id, _sampling(args))
+            runner = EpisodeRunner(gateway, launcher, pool, input_id, _sampling(args), config.agent_cost_key)
             total = len(payloads) * args.n_samples
             return await run_all(
                 runner, payloads, args.n_samples, config.max_concurrent, _progress(total), config.eval_timeout
@@ -270,7 +270,9 @@ def _run(config: ToolkitConfig, payloads: list[Any], args: argparse.Namespace) -
         episodes = asyncio.run(_evaluate(config, gateway, payloads, args, input_id))
     finally:
         gateway.shutdown()
-    summary = summarize(episodes, args.n_samples, time.monotonic() - started)
+    wall = time.monotonic() - started
+    summary = summarize(episodes, args.n_samples, wall)
+    summary["cost"] = evaluation_cost(config, episodes, wall)
     summary = {
         "checkpoint": args.checkpoint or args.model_dir,
         "data": args.data,

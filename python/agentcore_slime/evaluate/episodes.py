@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from agentcore_slime import episodes as agent_episodes
+from agentcore_slime.cost import AGENT_COST_KEY, reported_cost
 from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, new_session_id
 from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.gateway.trace import CallTrace
@@ -72,6 +73,7 @@ class Episode:
     :param completion_tokens: sampled tokens over all calls.
     :param truncated: a call stopped at the token limit (finish reason ``length``).
     :param seconds: wall time from invocation to result or failure.
+    :param agent_usd: what the agent reported spending (AGENT_COST_KEY; None = nothing usable).
     """
 
     row: int
@@ -86,6 +88,7 @@ class Episode:
     completion_tokens: int
     truncated: bool
     seconds: float
+    agent_usd: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -137,12 +140,14 @@ class EpisodeRunner:
         executor: Executor,
         input_id: str,
         sampling: dict[str, Any],
+        cost_key: str = AGENT_COST_KEY,
     ) -> None:
         self.gateway = gateway
         self.launcher = launcher
         self.executor = executor
         self.input_id = input_id
         self.sampling = dict(sampling)
+        self.cost_key = cost_key
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
@@ -184,6 +189,13 @@ class EpisodeRunner:
                 logger.debug("deleting gateway session %s failed: %s", short_id(sid), redact(exc, sid))
         turns, prompt, completion, truncated = _count(traces)
         failure = _outcome_failure(outcome)
+        spent, malformed = reported_cost(outcome.result, self.cost_key)
+        if malformed:
+            logger.warning(
+                "session %s reported a %r that is not a number >= 0: counted as 0",
+                short_id(sid),
+                self.cost_key,
+            )
         if failure is None:
             return Episode(
                 row,
@@ -198,6 +210,7 @@ class EpisodeRunner:
                 completion,
                 truncated,
                 outcome.seconds,
+                spent,
             )
         reason = redact(outcome.reason, sid)
         logger.info("episode failed: session %s (row %d): %s", short_id(sid), row, reason)
@@ -214,6 +227,7 @@ class EpisodeRunner:
             completion,
             truncated,
             outcome.seconds,
+            spent,
         )
 
 

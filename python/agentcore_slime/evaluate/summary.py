@@ -11,8 +11,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from agentcore_slime.cost import EpisodeUsage, Rates, step_cost
 from agentcore_slime.observe.figures import eval_figures
 from agentcore_slime.observe.figures import is_correct as figures_is_correct
+from agentcore_slime.settings.config import ToolkitConfig
 
 from .episodes import Episode
 
@@ -126,6 +128,30 @@ def _reward(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def evaluation_cost(
+    config: ToolkitConfig, episodes: Sequence[Episode], wall_seconds: float
+) -> dict[str, Any]:
+    """What the evaluation cost, by part (README "What will this cost?"): one node's GPUs for its
+    wall time (NODE_HOUR_USD), AgentCore from each episode's session-seconds, what the agents
+    reported (AGENT_COST_KEY).
+
+    :param config: the run's settings (the rates).
+    :param episodes: every episode of the evaluation.
+    :param wall_seconds: the evaluation's wall time.
+    """
+    rates = Rates(
+        node_hour_usd=config.node_hour_usd,
+        num_nodes=1,  # bin/eval serves the model on this node
+        acr_vcpu_hour_usd=config.acr_vcpu_hour_usd,
+        acr_gb_hour_usd=config.acr_gb_hour_usd,
+        acr_active_cpu_share=config.acr_active_cpu_share,
+        acr_memory_gb=config.acr_memory_gb,
+    )
+    cost = step_cost(rates, wall_seconds, [EpisodeUsage(e.seconds, e.agent_usd) for e in episodes])
+    correct = sum(map(is_correct, episodes))
+    return {**cost.as_dict(), "per_correct_episode_usd": cost.total / correct if correct else None}
+
+
 def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
@@ -150,6 +176,17 @@ def screen(summary: dict[str, Any]) -> str:
         f"{tokens['truncated_episodes']} truncated",
         f"  time         {seconds['wall']:.1f}s wall; per episode p50 {seconds['per_episode']['p50']:.1f}s, "
         f"p90 {seconds['per_episode']['p90']:.1f}s, max {seconds['per_episode']['max']:.1f}s",
+        *_cost_line(s.get("cost")),
         f"  results      {s['out_dir']}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _cost_line(cost: Any) -> list[str]:
+    if not isinstance(cost, dict):
+        return []
+    return [
+        f"  cost         ${cost['total_usd']:,.2f}: GPU ${cost['gpu_usd']:,.2f}, "
+        f"AgentCore ${cost['acr_usd']:,.2f} (at most ${cost['acr_upper_usd']:,.2f}), "
+        f"agent-reported ${cost['agent_usd']:,.2f}"
+    ]

@@ -63,6 +63,10 @@ class GatewayConfig:
         being read, declared by ``Content-Length``); past it a call gets 429.
     :param stored_replies: ``Idempotency-Key`` replies a session keeps for retries (the oldest
         is dropped first).
+    :param max_calls_per_episode: model calls a session may make; later calls get a short final
+        reply, not sampled and not traced (None = no cap).
+    :param max_tokens_per_episode: completion tokens a session may sample; once reached, later
+        calls get that reply (None = no cap).
     """
 
     model_dir: str
@@ -85,6 +89,8 @@ class GatewayConfig:
     max_connections: int = 4096
     session_body_bytes: int = 128 * 1024**2
     stored_replies: int = 64
+    max_calls_per_episode: int | None = None
+    max_tokens_per_episode: int | None = None
 
     def __post_init__(self) -> None:
         if not self.model_dir:
@@ -107,6 +113,10 @@ class GatewayConfig:
             raise ConfigError(f"render_timeout {self.render_timeout} must be > 0 (seconds)")
         if self.max_connections < 1 or self.session_body_bytes < 1 or self.stored_replies < 1:
             raise ConfigError("max_connections, session_body_bytes and stored_replies must be >= 1")
+        for name in ("max_calls_per_episode", "max_tokens_per_episode"):
+            cap = getattr(self, name)
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+                raise ConfigError(f"{name} {cap!r} must be an integer >= 1 ({name.upper()}; unset = no cap)")
 
     @property
     def level(self) -> int:

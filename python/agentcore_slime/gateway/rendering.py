@@ -618,6 +618,7 @@ class PromptBuilder:
 
         :param full_render: renders in full instead of :meth:`render` (e.g. in another process).
         """
+
         def render() -> array[int]:
             if full_render is None:
                 return self.render_array(messages, tools)

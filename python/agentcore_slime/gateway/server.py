@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from . import protocols, trace_wire
+from .caps import cap_reached, final_reply
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, check_sampling_params, short_id
 from .engine import EngineClient, EngineError, settle_finish
 from .limits import ConnectionCap, TokenFloor, connection_cap, fits, raise_open_files_limit
@@ -97,6 +98,8 @@ class _Session:
     # Idempotency-Key -> the body's digest and the reply sent (oldest first, bounded per session)
     replies: dict[str, tuple[bytes, _Body]] = field(default_factory=dict)
     deleted: bool = False
+    sampled_tokens: int = 0  # completion tokens of its recorded calls (MAX_TOKENS_PER_EPISODE)
+    capped: str | None = None  # the cap it reached ("calls" / "tokens"), once it is logged
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     in_flight: set[asyncio.Task[Any]] = field(default_factory=set)  # chat handlers (gateway loop only)
 
@@ -719,6 +722,8 @@ class Gateway:
                     return self._unknown_session(sid, protocol)
                 if key is not None and key in session.replies:  # a retry of a delivered call: same reply
                     return await self._replay(request, session, key, digest, protocol)
+                if self._reached_cap(session):
+                    return await self._capped(request, raw, protocol)
                 try:
                     call = await self._prepare(raw, session, protocol)
                 except (BadRequest, RenderError) as err:
@@ -760,6 +765,32 @@ class Gateway:
         if call.large:
             self._check_floor(messages)
         return len(self._render_call(call).ids)
+
+    def _reached_cap(self, session: _Session) -> bool:
+        """Whether the session used up its calls or tokens (see caps.py); logged once."""
+        cap = cap_reached(
+            len(session.store),
+            session.sampled_tokens,
+            self.config.max_calls_per_episode,
+            self.config.max_tokens_per_episode,
+        )
+        if cap is not None and session.capped is None:
+            session.capped = cap
+            logger.info(
+                "session %s: reached its cap on %s; later calls get the final reply",
+                short_id(session.sid),
+                cap,
+            )
+        return cap is not None
+
+    async def _capped(self, request: web.Request, raw: bytes, protocol: Protocol) -> web.StreamResponse:
+        """A capped session's call: the final reply in its protocol, not sampled, not recorded."""
+        try:
+            chat = await self._off_loop(protocol.parse, raw)
+        except BadRequest as err:
+            return _bad_request(protocol, err)
+        reply = final_reply(protocol, chat, chat.model or self.config.model_id)
+        return await self._send(request, *reply) or web.Response(status=499)
 
     async def _digest(self, raw: bytes) -> bytes:
         """What ties an Idempotency-Key to its body (a large body is hashed off the loop)."""
@@ -951,9 +982,7 @@ class Gateway:
         """Parse the sampled ids into the assistant message and serialize the reply in the
         call's protocol (on the loop)."""
         assert self._builder is not None and call.prompt is not None
-        message = parse_completion(
-            self._builder.parser, output_ids, call.prompt.ids, call.request.tools
-        )
+        message = parse_completion(self._builder.parser, output_ids, call.prompt.ids, call.request.tools)
         completion = Completion(
             call.request.model or self.config.model_id,
             message,
@@ -1040,6 +1069,7 @@ class Gateway:
                 return lambda: None
             assert call.prompt is not None
             session.store.append(trace, call.prompt.ids)
+        session.sampled_tokens += len(trace.completion_token_ids)
         if key is not None:
             session.replies.pop(key, None)  # re-inserted as the newest
             while len(session.replies) >= self.config.stored_replies:
@@ -1058,6 +1088,7 @@ class Gateway:
             session.chain, session.chain_before, session.last_request = saved
             if key is not None:
                 session.replies.pop(key, None)
+            session.sampled_tokens -= len(trace.completion_token_ids)
             with self._registry:
                 if not session.deleted:
                     session.store.pop_last()

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
+from ..preflight.estimate import check_budget, estimate
 from ..rundir import write_run_dir
 from ..scripts.render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
 from ..settings.envfile import read_env_file
@@ -145,9 +146,13 @@ def _run(argv: list[str]) -> int:
     manifest = build_manifest(config, repo, rendered.slime_argv)
     _compare_with_recorded(run_dir, manifest, rendered, variant.script, recorded is not None)
     if "join.sh" in rendered.files:
-        say(f"NUM_NODES={config['NUM_NODES']}: each worker runs {run_dir / 'join.sh'} HEAD_IP:PORT "
-            "(the head prints the exact command and waits for the workers' GPUs)")
+        say(
+            f"NUM_NODES={config['NUM_NODES']}: each worker runs {run_dir / 'join.sh'} HEAD_IP:PORT "
+            "(the head prints the exact command and waits for the workers' GPUs)"
+        )
     if args.dry_run:
+        for line in estimate(config, runs_dir, "sync" if variant.colocate else "async").lines():
+            say(line)
         # nothing is written under runs/: the command line is what a real run would execute
         render_only = repeat_command(PROG, own, given_flags, "--dry-run", "--render-only")
         say(f"dry run: nothing written; to read the whole script: {render_only}")
@@ -300,6 +305,11 @@ def _validate(
         warnings += check_variant(config, variant)
     except ConfigError as exc:
         problems.append(exc)
+    if not problems:  # the projection reads the settings, so they must be valid first
+        try:
+            check_budget(config, runs_dir, "sync" if variant.colocate else "async")
+        except ConfigError as exc:
+            problems.append(exc)
     for missing in missing_paths(config):
         if real_run:
             how = f"{missing.how}: fix the path, or use --render-only to render on a machine without it"

@@ -99,6 +99,7 @@ def step_metrics(
             "started": len(records),
             "succeeded": len(records) - len(failed),
             "failed": len(failed),
+            "capped": sum(r.capped for r in records),
             "failed_by_class": dict(Counter(str(r.failure_class) for r in failed)),
             "failed_by_reason": dict(Counter(r.failure or failure_reason_key(r.reason) for r in failed)),
         },
@@ -170,7 +171,17 @@ def progress_line(metrics: dict[str, Any], num_rollout: int | None, elapsed: flo
     if episodes["failed"]:
         reasons = ", ".join(f"{k} {v}" for k, v in sorted(episodes["failed_by_reason"].items()))
         parts.append(f"failed {episodes['failed']} ({reasons})")
+    if episodes.get("capped"):
+        parts.append(f"capped {episodes['capped']}")
     parts.append(f"step {metrics['step_seconds']:.1f}s")
+    cost = metrics.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("run"), dict):
+        spent = f"cost ${cost['run']['total_usd']:,.2f} so far"
+        if cost.get("projected_total_usd") is not None:
+            spent += f", ~${cost['projected_total_usd']:,.2f} projected"
+        if cost.get("budget_usd") is not None:
+            spent += f" (budget ${cost['budget_usd']:,.2f})"
+        parts.append(spent)
     if num_rollout and training and steps_done and step + 1 < num_rollout:
         per_step = elapsed / steps_done
         parts.append(f"ETA {_duration(per_step * (num_rollout - step - 1))}")

@@ -93,6 +93,8 @@ class EpisodeRecord:
     :param samples: training samples the episode became (segments of a broken chain count).
     :param dataset: the eval dataset name ("" for training steps).
     :param failure: the failure's reason code (``timeout``, ``invoke_error``, ...; "" when none).
+    :param capped: its session reached MAX_CALLS_PER_EPISODE or MAX_TOKENS_PER_EPISODE (the
+        agent's outcome: its later calls got a short final reply, nothing of them trained).
     """
 
     session_id: str
@@ -108,6 +110,7 @@ class EpisodeRecord:
     samples: int = 0
     dataset: str = ""
     failure: str = ""
+    capped: bool = False
 
     @property
     def ok(self) -> bool:

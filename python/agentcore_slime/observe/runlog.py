@@ -133,6 +133,7 @@ class RunLog:
         step_seconds: float,
         dataset: str = "",
         sampling: dict[str, Any] | None = None,
+        cost: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record one step (or one eval dataset of an eval step) and show its progress line.
 
@@ -144,11 +145,14 @@ class RunLog:
         :param step_seconds: wall time of the step.
         :param dataset: the eval dataset ("" for training).
         :param sampling: the step's group counts (started, aborted, dropped, ...), kept as they are.
+        :param cost: what the step cost and the run has spent (rollout/costs.py), kept as it is.
         :returns: the metrics line.
         """
         metrics = step_metrics(kind, step, records, step_seconds, wall_time=time.time(), dataset=dataset)
         if sampling is not None:
             metrics["sampling"] = sampling
+        if cost is not None:
+            metrics["cost"] = cost
         if kind == "train":
             self._train_seconds += step_seconds
             self._train_steps += 1

@@ -33,7 +33,9 @@ def render_report(data: RunData, reload_seconds: int | None = None) -> str:
     env.filters["num"] = _num
     env.filters["pretty"] = _pretty
     template = env.get_template("report.html.j2")
-    return template.render(data=data, figures=plots.figures(data), reload_seconds=reload_seconds)
+    return template.render(
+        data=data, figures=plots.figures(data), has_cost=plots.has_cost(data), reload_seconds=reload_seconds
+    )
 
 
 def _num(value: Any, digits: int = 3) -> str:

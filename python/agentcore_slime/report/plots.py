@@ -212,6 +212,60 @@ def _tokens(data: RunData) -> Callable[[Axes], None]:
     return draw
 
 
+def has_cost(data: RunData) -> bool:
+    """Whether the run recorded its cost (metrics.jsonl lines with a `cost` entry)."""
+    return any(isinstance(line.get("cost"), dict) for line in data.train)
+
+
+def _run_cost(data: RunData) -> list[dict[str, Any]]:
+    """Every line, training and eval, in the order the run spent (for the cumulative figures)."""
+    lines = [*data.train, *(line for lines in data.eval.values() for line in lines)]
+
+    def when(line: dict[str, Any]) -> tuple[float, int]:
+        time = line.get("time")
+        if isinstance(time, (int, float)) and not isinstance(time, bool):
+            return float(time), int(line["step"])
+        return 0.0, int(line["step"])
+
+    return sorted(lines, key=when)
+
+
+def _cost(data: RunData) -> Callable[[Axes], None]:
+    def draw(axes: Axes) -> None:
+        lines = _run_cost(data)
+        parts = (
+            ("total_usd", "total (AgentCore estimate)", "-"),
+            ("total_upper_usd", "total (AgentCore upper bound)", ":"),
+            ("gpu_usd", "GPU nodes", "--"),
+            ("acr_usd", "AgentCore Runtime (estimate)", "--"),
+            ("agent_usd", "agent-reported", "--"),
+        )
+        for key, name, style in parts:
+            steps, values = _series(lines, "cost", "run", key)
+            axes.plot(steps, values, linestyle=style, marker=_marker(".", len(steps)), label=name)
+        _steps_axis(axes, _all_steps(data), "USD spent so far")
+        budgets = [line["cost"].get("budget_usd") for line in lines if isinstance(line.get("cost"), dict)]
+        if budgets and isinstance(budgets[-1], (int, float)):
+            axes.axhline(float(budgets[-1]), color="tab:red", linewidth=1, label="BUDGET_USD")
+        axes.set_ylim(bottom=0)
+
+    return draw
+
+
+def _cost_per_correct(data: RunData) -> Callable[[Axes], None]:
+    def draw(axes: Axes) -> None:
+        steps, values = _series(data.train, "cost", "run_per_correct_episode_usd")
+        axes.plot(steps, values, marker=_marker("o", len(steps)), label="run so far / correct episodes")
+        steps, values = _series(data.train, "cost", "per_successful_episode_usd")
+        axes.plot(
+            steps, values, linestyle="--", marker=_marker(".", len(steps)), label="step / successful episodes"
+        )
+        _steps_axis(axes, _all_steps(data), "USD per episode")
+        axes.set_ylim(bottom=0)
+
+    return draw
+
+
 def figures(data: RunData) -> list[Figure]:
     """Every plot of the report, in page order (empty before the first step is recorded).
 
@@ -226,4 +280,13 @@ def figures(data: RunData) -> list[Figure]:
         ("Turns per episode", _spread(data, "turns", "model calls", True), "turns per episode p50/p90/max"),
         ("Tokens and agent time", _tokens(data), "prompt and sampled tokens, session-seconds per step"),
     ]
+    if has_cost(data):
+        plots += [
+            ("Cost", _cost(data), "USD spent so far by part, eval steps and aborted episodes included"),
+            (
+                "Cost per correct answer",
+                _cost_per_correct(data),
+                "USD per correct and per successful episode",
+            ),
+        ]
     return [Figure(title, _svg_uri(draw), alt) for title, draw, alt in plots]

@@ -36,6 +36,15 @@ class _Episode:
     session_id: str = field(default_factory=new_session_id)
     started: float = 0.0  #: monotonic time the session started (0 = never started)
     ended: float = 0.0  #: monotonic time the session ended
+    result: dict[str, Any] | None = None  #: the agent's result, when one was read
+    capped: bool = False  #: the session reached its cap on calls or tokens
+
+    @property
+    def seconds(self) -> float:
+        """Its session-seconds so far (what AgentCore bills), aborted ones included."""
+        if not self.started:
+            return 0.0
+        return max(0.0, (self.ended or time.monotonic()) - self.started)
 
 
 @dataclass
@@ -115,6 +124,8 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
         finally:
             await asyncio.shield(_end_gateway_session(runtime, sid, aborted))
             episode.ended = time.monotonic()
+    episode.result = outcome.result
+    episode.capped = reached_cap(runtime.config, traces)
     if not outcome.ok or outcome.reward is None:
         return _failed(episode, outcome.failure or "bad_reward", outcome.reason or "no reward", traces)
     merge = partial(
@@ -131,6 +142,15 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
             episode, "no_traces", f"no usable traces ({len(traces)} calls recorded by the gateway)", traces
         )
     return _Result(episode, samples, outcome.reward, None, traces)
+
+
+def reached_cap(config: Any, traces: list[CallTrace]) -> bool:
+    """Whether a session used up MAX_CALLS_PER_EPISODE or MAX_TOKENS_PER_EPISODE: the gateway
+    answers its later calls with a short final reply, which is not traced (so the traces tell)."""
+    calls, tokens = config.max_calls_per_episode, config.max_tokens_per_episode
+    if calls is not None and len(traces) >= calls:
+        return True
+    return tokens is not None and sum(len(t.completion_token_ids) for t in traces) >= tokens
 
 
 async def _run_all(runtime: Runtime, episodes: list[_Episode]) -> list[_Result]:

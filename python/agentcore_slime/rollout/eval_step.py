@@ -24,7 +24,7 @@ from typing import Any
 from agentcore_slime.datasets import EvalRow, EvalSpec, eval_specs, load_rows
 from agentcore_slime.observe.figures import eval_figures, slime_value
 from agentcore_slime.rollout.episode import _Episode, _failed, _input_id, _Result, _run_episode
-from agentcore_slime.rollout.record import _log_summary, _record_step
+from agentcore_slime.rollout.record import _log_summary, _record_step, charges
 from agentcore_slime.rollout.runtime import Runtime
 from agentcore_slime.rollout.trace_log import _write_trace_log
 
@@ -73,7 +73,10 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
         mine = [r for r in results if r.episode.slot == slot]
         data[spec.name] = _slime_entry(mine, Sample.Status.TRUNCATED)
         metrics.update(_figure_metrics(spec.name, mine))
-        await _record_step(runtime, "eval", rollout_id, mine, seconds, dataset=spec.name)
+        # billed: every episode of the dataset that started (cut ones too: AgentCore bills them)
+        billed = charges([e for e in episodes if e.slot == slot], mine)
+        cost = runtime.charge("eval", rollout_id, billed)
+        await _record_step(runtime, "eval", rollout_id, mine, seconds, dataset=spec.name, cost=cost)
     _log_summary("eval", rollout_id, results, sum(len(r.samples) for r in results if r.ok), started)
     return RolloutFnEvalOutput(data=data, metrics=metrics)
 

@@ -10,7 +10,8 @@ from typing import Any
 from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.observe import CallRecord, EpisodeRecord
 from agentcore_slime.observe.records import INFRASTRUCTURE, token_counts
-from agentcore_slime.rollout.episode import _Result
+from agentcore_slime.rollout.costs import EpisodeCharge
+from agentcore_slime.rollout.episode import _Episode, _Result
 from agentcore_slime.rollout.runtime import Runtime
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,20 @@ def _episode_record(result: _Result, dataset: str = "") -> EpisodeRecord:
         samples=len(result.samples) if result.ok else 0,
         dataset=dataset,
         failure="" if result.ok else (result.failure or "unknown"),
+        capped=episode.capped,
     )
+
+
+def charges(episodes: list[_Episode], results: list[_Result]) -> list[EpisodeCharge]:
+    """What the ledger bills: every episode started (aborted and dropped ones too)."""
+    outcome = {id(r.episode): r for r in results}
+    billed = []
+    for episode in episodes:
+        result = outcome.get(id(episode))
+        ok = result is not None and result.ok
+        correct = ok and result is not None and result.reward is not None and result.reward > 0
+        billed.append(EpisodeCharge(episode.seconds, episode.result, ok, correct, episode.capped))
+    return billed
 
 
 async def _record_step(

@@ -18,10 +18,12 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from agentcore_slime.cost import Rates
 from agentcore_slime.datasets import EvalRow
 from agentcore_slime.episodes import EpisodeRunner, make_runner
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.observe import RunLog
+from agentcore_slime.rollout.costs import EpisodeCharge, Ledger
 from agentcore_slime.rollout.step_stats import StepStats
 from agentcore_slime.settings.config import (
     ConfigError,
@@ -97,6 +99,8 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
         port=config.gateway_port,
         log_level=config.gateway_log_level,
         context_length=getattr(args, "sglang_context_length", None),
+        max_calls_per_episode=config.max_calls_per_episode,
+        max_tokens_per_episode=config.max_tokens_per_episode,
     )
 
 
@@ -147,6 +151,7 @@ class Runtime:
         self.runner = runner_factory(config, self.executor)
         self.eval_cache: dict[tuple[Any, ...], list[EvalRow]] = {}
         self.last_step: StepStats | None = None
+        self.ledger = Ledger(Rates())  # the run's (settings, budget, carried-over spending): _State.get
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="agentcore-rollout", daemon=True)
         self._thread.start()
@@ -154,6 +159,12 @@ class Runtime:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the runtime's loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def charge(self, kind: str, step: int, episodes: list[EpisodeCharge]) -> dict[str, Any]:
+        """Bill one record to the run (see :class:`~.costs.Ledger`) and project the total."""
+        cost = self.ledger.charge(kind, step, episodes)
+        cost["projected_total_usd"] = self.ledger.projected_total(self.run_log.num_rollout)
+        return cost
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a blocking call (gateway, file I/O) in the bounded thread pool."""
@@ -196,7 +207,9 @@ class _State:
                 sampling_settings(args, config)
                 gateway = self.gateway_factory(config, args)
                 try:
-                    self.runtime = Runtime(config, gateway, self.runner_factory, _run_log(args, config))
+                    run_log = _run_log(args, config)
+                    self.runtime = Runtime(config, gateway, self.runner_factory, run_log)
+                    self.runtime.ledger = Ledger.for_run(config, args, str(run_log.run_dir or "") or None)
                 except BaseException:
                     gateway.shutdown()
                     raise

@@ -12,13 +12,13 @@ import asyncio
 import copy
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from agentcore_slime.rollout.episode import _Episode, _input_id, _Result, _run_episode
 from agentcore_slime.rollout.padding import dp_layout, pad_for_dp
-from agentcore_slime.rollout.record import _log_failures, _record_step
+from agentcore_slime.rollout.record import _log_failures, _record_step, charges
 from agentcore_slime.rollout.runtime import Runtime
 from agentcore_slime.rollout.samples import KIND_PADDING, ShimRecord, zero_gradient_sample
 from agentcore_slime.rollout.sampling import (
@@ -78,6 +78,8 @@ class _StepContext:
     sampling: dict[str, Any]
     slots: asyncio.Semaphore
     slot_count: int = 0
+    #: every episode started, kept or not (aborted and dropped ones are billed too)
+    started: list[_Episode] = field(default_factory=list)
 
 
 def _sampling_plan(args: Any, config: ToolkitConfig) -> SamplingPlan:
@@ -114,6 +116,7 @@ async def _run_group(runtime: Runtime, context: _StepContext, group: _Group) -> 
     for template in group.templates:
         number, context.slot_count = context.slot_count, context.slot_count + 1
         episodes.append(_Episode(template, group.slot, number, context.input_id, context.sampling))
+    context.started.extend(episodes)
     tasks = [asyncio.create_task(_run_episode(runtime, e, context.slots)) for e in episodes]
     try:
         return list(await asyncio.gather(*tasks))
@@ -167,7 +170,12 @@ def _group_record(results: list[_Result]) -> GroupRecord:
 
 
 async def _sample(
-    runtime: Runtime, args: Any, rollout_id: int, data_source: Any, stats: StepStats
+    runtime: Runtime,
+    args: Any,
+    rollout_id: int,
+    data_source: Any,
+    stats: StepStats,
+    started: list[_Episode],
 ) -> list[list[_Result]]:
     plan = _sampling_plan(args, runtime.config)
     filter_path = getattr(args, "dynamic_sampling_filter_path", None)
@@ -177,6 +185,7 @@ async def _sample(
         _input_id("train", rollout_id),
         _train_sampling(args),
         asyncio.Semaphore(runtime.config.max_concurrent),
+        started=started,
     )
 
     async def fetch(count: int) -> list[_Group]:
@@ -203,9 +212,11 @@ async def _sample(
 async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source: Any) -> Any:
     from slime.rollout.base_types import RolloutFnTrainOutput
 
+    runtime.ledger.before_step(rollout_id, args)  # raises BudgetExhausted: nothing started yet
     started = time.monotonic()
     stats = StepStats(rollout_id)
-    kept = await _sample(runtime, args, rollout_id, data_source, stats)
+    episodes_started: list[_Episode] = []
+    kept = await _sample(runtime, args, rollout_id, data_source, stats, episodes_started)
     results = [r for group in kept for r in group]
     await _write_trace_log(runtime, rollout_id, "train", results)
     output: list[list[Any]] = [[s for r in group for s in r.samples] for group in kept]
@@ -215,7 +226,10 @@ async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source:
     if not any(r.ok for r in results):
         _log_failures(results)
         stats.seconds = time.monotonic() - started
-        await _record_step(runtime, "train", rollout_id, results, stats.seconds, sampling=stats.as_dict())
+        cost = runtime.charge("train", rollout_id, charges(episodes_started, results))
+        await _record_step(
+            runtime, "train", rollout_id, results, stats.seconds, sampling=stats.as_dict(), cost=cost
+        )
         reasons = sorted({str(r.reason) for r in results})
         raise RuntimeError(
             f"rollout {rollout_id}: all {len(results)} episodes failed; not training on nothing. "
@@ -226,5 +240,8 @@ async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source:
     runtime.last_step = stats
     _log_failures(results)
     logger.info("%s", stats.log_line())
-    await _record_step(runtime, "train", rollout_id, results, stats.seconds, sampling=stats.as_dict())
+    cost = runtime.charge("train", rollout_id, charges(episodes_started, results))
+    await _record_step(
+        runtime, "train", rollout_id, results, stats.seconds, sampling=stats.as_dict(), cost=cost
+    )
     return RolloutFnTrainOutput(samples=output, metrics=stats.metrics())

@@ -99,6 +99,16 @@ class ToolkitConfig:
         over-sampling batch size).
     :param record_episodes: episodes per step recorded for the report (plus every failed one).
     :param eval_timeout: seconds an eval step may take (None = no step limit beyond ACR_TIMEOUT).
+    :param num_nodes: nodes of the run (the GPU part of its cost).
+    :param node_hour_usd: USD per GPU node-hour (0 = GPUs not counted).
+    :param acr_vcpu_hour_usd: AgentCore Runtime's rate per vCPU-hour.
+    :param acr_gb_hour_usd: AgentCore Runtime's rate per GB-hour.
+    :param acr_active_cpu_share: the AgentCore estimate's vCPUs in use over a session.
+    :param acr_memory_gb: the AgentCore estimate's peak memory of a session.
+    :param agent_cost_key: the key of the agent's result holding what it spent.
+    :param budget_usd: the run's budget (None = none).
+    :param max_calls_per_episode: model calls an episode may make (None = no cap).
+    :param max_tokens_per_episode: completion tokens an episode may sample (None = no cap).
     :param source: where the settings came from (named in error messages).
     """
 
@@ -124,6 +134,16 @@ class ToolkitConfig:
     max_extra_groups: int | None
     record_episodes: int
     eval_timeout: float | None = None
+    num_nodes: int = 1
+    node_hour_usd: float = 0.0
+    acr_vcpu_hour_usd: float = 0.0895
+    acr_gb_hour_usd: float = 0.00945
+    acr_active_cpu_share: float = 0.25
+    acr_memory_gb: float = 2.0
+    agent_cost_key: str = "cost_usd"
+    budget_usd: float | None = None
+    max_calls_per_episode: int | None = None
+    max_tokens_per_episode: int | None = None
     source: str = "toolkit.yaml"
 
     @property

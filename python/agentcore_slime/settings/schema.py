@@ -147,6 +147,10 @@ def _pos_float(name: str, default: str | None, help: str, **more: object) -> Key
     return Key(name, Kind.FLOAT, default, help, minimum=0, exclusive_min=True, **more)  # type: ignore[arg-type]
 
 
+def _usd(name: str, default: str, help: str) -> Key:
+    return Key(name, Kind.FLOAT, default, help, minimum=0, rollout=True)
+
+
 KEYS: tuple[Key, ...] = (
     # --- experiment (required) ---
     Key(
@@ -209,7 +213,12 @@ KEYS: tuple[Key, ...] = (
     Key("SLIME_DIR", Kind.PATH, "/root/slime", "slime checkout (train.py, scripts/models/)"),
     Key("MEGATRON_DIR", Kind.PATH, "/root/Megatron-LM", "Megatron-LM checkout (put on PYTHONPATH)"),
     Key("CUDA_HOME", Kind.PATH, None, "pin this CUDA toolkit (unset = inherit the environment)"),
-    _pos_int("NUM_NODES", "1", "nodes in the Ray cluster: this head plus NUM_NODES-1 workers (join.sh)"),
+    _pos_int(
+        "NUM_NODES",
+        "1",
+        "nodes in the Ray cluster: this head plus NUM_NODES-1 workers (join.sh)",
+        rollout=True,  # the GPU part of the run's cost (NODE_HOUR_USD x NUM_NODES)
+    ),
     _pos_int("JOIN_TIMEOUT", "600", "seconds the head waits for the workers' GPUs before it gives up"),
     Key(
         "RAY_TEMP_DIR",
@@ -435,6 +444,59 @@ KEYS: tuple[Key, ...] = (
         maximum=65535,
     ),
     Key("EVAL_SGLANG_FLAGS", Kind.WORDS, None, "bin/eval: more sglang.launch_server flags, shell words"),
+    # --- cost and limits (README "What will this cost?") ---
+    _usd(
+        "NODE_HOUR_USD",
+        "0",
+        "USD per GPU node-hour: GPU cost = this x NUM_NODES x wall time (0 = not counted)",
+    ),
+    _usd("ACR_VCPU_HOUR_USD", "0.0895", "AgentCore Runtime: USD per vCPU-hour of active CPU (2026 rate)"),
+    _usd("ACR_GB_HOUR_USD", "0.00945", "AgentCore Runtime: USD per GB-hour of memory (2026 rate)"),
+    Key(
+        "ACR_ACTIVE_CPU_SHARE",
+        Kind.FLOAT,
+        "0.25",
+        "AgentCore estimate: vCPUs in use over a session on average (I/O wait is free; max 2)",
+        minimum=0,
+        maximum=2,
+        rollout=True,
+    ),
+    Key(
+        "ACR_MEMORY_GB",
+        Kind.FLOAT,
+        "2",
+        "AgentCore estimate: a session's peak memory in GB (max 8)",
+        minimum=0,
+        maximum=8,
+        rollout=True,
+    ),
+    Key(
+        "AGENT_COST_KEY",
+        Kind.STR,
+        "cost_usd",
+        "key of the agent's result holding what it spent (LLM judges, APIs, tools), in USD",
+        rollout=True,
+    ),
+    _pos_float(
+        "BUDGET_USD",
+        None,
+        "stop the run cleanly, after a saved checkpoint, before it spends more (unset = no budget)",
+        rollout=True,
+    ),
+    _pos_int(
+        "MAX_CALLS_PER_EPISODE",
+        None,
+        "model calls one episode may make; the next gets a short final reply (unset = no cap)",
+        rollout=True,
+        gateway="max_calls_per_episode",
+    ),
+    _pos_int(
+        "MAX_TOKENS_PER_EPISODE",
+        None,
+        "completion tokens one episode may sample; the next call gets a short final reply (unset = no cap)",
+        rollout=True,
+        gateway="max_tokens_per_episode",
+    ),
     # --- checkpoints ---
     Key(
         "SAVE_DIR",

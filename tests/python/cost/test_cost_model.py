@@ -25,7 +25,9 @@ def test_the_largest_session_costs_about_a_quarter_dollar_an_hour() -> None:
     rates = Rates()
     assert rates.acr_upper_per_second * 3600 == pytest.approx(2 * 0.0895 + 8 * 0.00945)
     assert 0.25 <= rates.acr_upper_per_second * 3600 <= 0.26
-    assert rates.acr_estimate_per_second * 3600 == pytest.approx(0.25 * 0.0895 + 2 * 0.00945)
+    assert rates.acr_estimate_per_second * 3600 == pytest.approx(
+        0.25 * 0.0895 + 2 * 0.00945
+    )
 
 
 def test_a_step_sums_gpu_time_and_every_episode_aborted_ones_included() -> None:
@@ -64,13 +66,19 @@ def test_gpus_not_priced_count_zero() -> None:
         ({"cost_usd": [1]}, (None, True)),
     ],
 )
-def test_an_agent_reported_cost_is_a_finite_number_or_counted_as_zero(result, expected) -> None:
+def test_an_agent_reported_cost_is_a_finite_number_or_counted_as_zero(
+    result, expected
+) -> None:
     assert reported_cost(result) == expected
 
 
 def test_rates_that_make_no_sense_are_named() -> None:
-    problems = Rates(node_hour_usd=-1, acr_memory_gb=9, acr_gb_hour_usd=math.nan).problems()
-    assert any(p.startswith("NODE_HOUR_USD must be a finite number >= 0") for p in problems)
+    problems = Rates(
+        node_hour_usd=-1, acr_memory_gb=9, acr_gb_hour_usd=math.nan
+    ).problems()
+    assert any(
+        p.startswith("NODE_HOUR_USD must be a finite number >= 0") for p in problems
+    )
     assert any(p.startswith("ACR_GB_HOUR_USD must be") for p in problems)
     assert any(p.startswith("ACR_MEMORY_GB must lie in 0..8 GB") for p in problems)
     assert Rates().problems() == []
@@ -82,13 +90,25 @@ def test_saves_follow_slimes_rule() -> None:
     schedule = Schedule(num_rollout=7, save_interval=3)
     assert [n for n in range(7) if schedule.saves_after(n)] == [2, 5, 6]
     assert Schedule(10, 4, rollouts_per_epoch=3).saves_after(2)
-    assert [Schedule(7, 3).steps_to_next_save(n) for n in range(7)] == [3, 2, 1, 3, 2, 1, 1]
+    assert [Schedule(7, 3).steps_to_next_save(n) for n in range(7)] == [
+        3,
+        2,
+        1,
+        3,
+        2,
+        1,
+        1,
+    ]
     assert not Schedule(5, None).saves_after(4)
 
 
-def test_a_budget_of_two_and_a_half_steps_stops_right_after_the_second_steps_save() -> None:
+def test_a_budget_of_two_and_a_half_steps_stops_right_after_the_second_steps_save() -> (
+    None
+):
     step = Cost(gpu=10.0, agent=1.0, acr=0.5, acr_upper=2.0)
-    budget = Budget(limit_usd=2.5 * step.total, schedule=Schedule(num_rollout=10, save_interval=2))
+    budget = Budget(
+        limit_usd=2.5 * step.total, schedule=Schedule(num_rollout=10, save_interval=2)
+    )
     decisions = []
     for n in range(10):
         decision = budget.before_step(n, first_estimate=step.total)
@@ -97,7 +117,9 @@ def test_a_budget_of_two_and_a_half_steps_stops_right_after_the_second_steps_sav
             break
         budget.record(step)
     assert decisions == [True, True, False]
-    assert decision.last_saved_step == 1  # slime saved after the second step (0-based 1)
+    assert (
+        decision.last_saved_step == 1
+    )  # slime saved after the second step (0-based 1)
     assert budget.spent.total <= budget.limit_usd
     assert "next save is 2 step(s) away" in decision.why
 
@@ -106,7 +128,9 @@ def test_a_resumed_run_counts_what_it_spent_and_may_stop_at_once() -> None:
     step = Cost(gpu=10.0)
     spent = Cost(gpu=20.0)
     budget = Budget(limit_usd=25.0, schedule=Schedule(10, 2), spent=spent)
-    decision = budget.before_step(2, first_estimate=step.total)  # resumed from the save after step 1
+    decision = budget.before_step(
+        2, first_estimate=step.total
+    )  # resumed from the save after step 1
     assert not decision.go and decision.last_saved_step == 1
 
 
@@ -130,4 +154,6 @@ def test_a_budget_never_overshoots_by_more_than_one_step(
 
 
 def test_the_projection_adds_the_steps_left() -> None:
-    assert projected_total(Cost(gpu=5), Cost(gpu=2, acr=1), 3).as_dict()["total_usd"] == pytest.approx(14)
+    assert projected_total(Cost(gpu=5), Cost(gpu=2, acr=1), 3).as_dict()[
+        "total_usd"
+    ] == pytest.approx(14)

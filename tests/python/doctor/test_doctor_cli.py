@@ -59,6 +59,10 @@ def test_the_known_trap_fails_then_passes_with_the_fix(
         "model script's))"
     ]
     assert err.startswith("bin/doctor: ") and err.endswith(" 1 failed\n")
+    # what the run would cost, by part, with its assumptions (README "What will this cost?")
+    assert "bin/doctor: expected cost: $" in err and "(1 steps, 0 eval steps; per step $" in err
+    assert "bin/doctor:   assumed: 60 s per episode and no agent-reported cost (no bin/eval" in err
+    assert "bin/doctor:   assumed: GPU nodes not counted (NODE_HOUR_USD=0)" in err
     groups = {line.split()[1].split(".")[0] for line in out.splitlines()}
     assert groups == {"env", "gpus", "model", "flags", "data", "rollout", "disk", "ray"}  # no aws: --offline
     # the same run with the fix, as JSON (the fix after -- works like EXTRA_FLAGS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -111,3 +112,25 @@ def test_every_episode_failed_gives_no_value_not_a_division_by_zero() -> None:
 def test_classify(reason: str, expected: str) -> None:
     """Every failure is infrastructure (training's boundary); the code names the cause."""
     assert classify(reason) == (INFRASTRUCTURE, expected)
+
+
+def test_the_evaluation_cost_by_part_and_on_screen() -> None:
+    from types import SimpleNamespace
+
+    from agentcore_slime.evaluate.summary import evaluation_cost
+
+    config = SimpleNamespace(node_hour_usd=36.0, acr_vcpu_hour_usd=0.0895, acr_gb_hour_usd=0.00945,
+                             acr_active_cpu_share=0.5, acr_memory_gb=4.0)
+    episodes = [_episode(0, 0, 1.0, seconds=100.0), _episode(0, 1, 0.0, seconds=20.0),
+                _episode(1, 0, None, (INFRASTRUCTURE, "timeout"), seconds=900.0)]
+    episodes[0] = dataclasses.replace(episodes[0], agent_usd=0.02)  # the others reported nothing
+    cost = evaluation_cost(config, episodes, wall_seconds=300.0)  # type: ignore[arg-type]
+    assert cost["gpu_usd"] == pytest.approx(36.0 * 300 / 3600)  # one node for the wall time
+    assert cost["acr_usd"] == pytest.approx(1020 * (0.5 * 0.0895 + 4 * 0.00945) / 3600)  # failed one too
+    assert cost["acr_upper_usd"] == pytest.approx(1020 * (2 * 0.0895 + 8 * 0.00945) / 3600)
+    assert cost["agent_usd"] == 0.02
+    assert cost["per_correct_episode_usd"] == pytest.approx(cost["total_usd"])  # one correct episode
+    summary = {"checkpoint": "/m", "data": "/v.jsonl", "n_samples": 2, "out_dir": "/out",
+               **summarize(episodes, 1, 300.0), "cost": cost}
+    line = f"  cost         ${cost['total_usd']:,.2f}: GPU $3.00, AgentCore $0.02 (at most $0.07)"
+    assert line in screen(summary)

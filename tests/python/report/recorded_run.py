@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agentcore_slime.cost import Rates
 from agentcore_slime.observe import CallRecord, EpisodeRecord, RunLog
 from agentcore_slime.observe.records import INFRASTRUCTURE
+from agentcore_slime.rollout.costs import EpisodeCharge, Ledger
 
 HOSTILE = '<script>window.__pwned = 1</script><b>bold?</b> & "quotes"'
 
@@ -113,14 +115,32 @@ def agent_failure(step: int) -> EpisodeRecord:
     )
 
 
+#: the recorded run's prices: one node at $40 an hour, AgentCore at the 2026 rates
+RATES = Rates(node_hour_usd=40.0)
+
+
+def charged(ledger: Ledger, kind: str, step: int, records: list[EpisodeRecord], seconds: float) -> dict:
+    """The cost entry the rollout's ledger writes for these episodes (each reporting $0.01)."""
+    reported = {"cost_usd": 0.01}
+    charges = [EpisodeCharge(r.seconds, reported if r.ok else None, r.ok, bool(r.reward)) for r in records]
+    cost = ledger.charge(kind, step, charges, wall=seconds)
+    cost["projected_total_usd"] = ledger.projected_total(10)
+    return cost
+
+
 def write_run(run_dir: Path, steps: int = 3, record_episodes: int = 2) -> RunLog:
     """``steps`` training steps and one eval step, written as the rollout writes them."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "train.sh").write_text("#!/usr/bin/env bash\n")
     log = RunLog(str(run_dir), record_episodes=record_episodes, num_rollout=10)
+    ledger = Ledger(RATES)
     for step in range(steps):
-        log.step("train", step, step_records(step), step_seconds=30.0 + step)
-    log.step("eval", steps - 1, step_records(steps)[:2], step_seconds=5.0, dataset="gsm8k")
+        records = step_records(step)
+        cost = charged(ledger, "train", step, records, 30.0 + step)
+        log.step("train", step, records, step_seconds=30.0 + step, cost=cost)
+    records = step_records(steps)[:2]
+    cost = charged(ledger, "eval", steps - 1, records, 5.0)
+    log.step("eval", steps - 1, records, step_seconds=5.0, dataset="gsm8k", cost=cost)
     evaluation = run_dir / "eval" / "20261123T101500Z"
     evaluation.mkdir(parents=True)
     summary = {
@@ -131,6 +151,7 @@ def write_run(run_dir: Path, steps: int = 3, record_episodes: int = 2) -> RunLog
         "mean_reward": 0.625,
         "pass_at_k": {"1": 0.625, "2": 0.75},
         "failed": 1,
+        "cost": {"total_usd": 1.25, "agent_usd": 0.5},
     }
     (evaluation / "summary.json").write_text(json.dumps(summary))
     return log

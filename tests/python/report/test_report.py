@@ -27,7 +27,7 @@ def run_dir(tmp_path: Path) -> Path:
 def test_the_report_shows_every_step_plot_and_recorded_episode(run_dir: Path) -> None:
     page = write_report(run_dir).read_text()
     images = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)"', page)
-    assert len(images) == 5
+    assert len(images) == 7  # five plots, cost and cost per correct answer
     for image in images:
         svg = base64.b64decode(image)
         assert svg.lstrip().startswith(b"<?xml") and b"<path" in svg
@@ -43,6 +43,12 @@ def test_the_report_shows_every_step_plot_and_recorded_episode(run_dir: Path) ->
         assert f"<code>s{step}-2</code>" in page  # the failed episode
     assert 'id="episodes-eval-2-gsm8k"' in page
     assert "chain broke: template changed history" in page
+    cost = page.split('<table id="cost">', 1)[1].split("</table>", 1)[0]
+    assert cost.count("<tr>") == 1 + 3
+    # step 2: GPU 32 s at $40/h, the run so far: three steps and the eval between them (none yet)
+    assert "<tr><td>2</td>" in cost and "<td>0.36</td>" in cost
+    assert "<td>1.16</td>" in cost  # the run so far after step 2, as the progress line says
+    assert evaluations.rstrip().endswith("<td>1.25</td></tr>")  # bin/eval's cost
     assert "tool call c1: calculator(" in page
 
 

@@ -49,7 +49,14 @@ def test_the_report_loads_without_errors_and_browses_episodes(page: Any, tmp_pat
     assert errors == []
     # the plots are present and drawn (an image that failed to decode has natural width 0)
     widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
-    assert len(widths) == 5 and min(widths) > 100
+    assert len(widths) == 7 and min(widths) > 100  # five plots, then cost and cost per correct answer
+    captions = page.locator("figcaption").all_inner_texts()
+    assert captions[-2:] == ["Cost", "Cost per correct answer"]
+    # the cost table: step 0 of the recorded run, priced by the rollout's ledger: GPU 30 s at
+    # $40/h ($0.333), AgentCore 942 session-s ($0.011), three agents reporting $0.01 each
+    cost_row = page.locator("#cost tr").nth(1).inner_text().split("\t")
+    assert cost_row[:3] == ["0", "0.37", "0.33"]
+    assert page.locator("#evaluations").inner_text().endswith("1.25")
     # agent text with a script tag shows as text and never runs
     assert page.evaluate("window.__pwned === undefined") is True
 
@@ -97,7 +104,7 @@ def test_a_page_with_a_nasty_dataset_name_and_a_partial_line_loads_and_says_what
     assert errors == []
     assert page.evaluate("window.__pwned === undefined") is True
     widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
-    assert len(widths) == 5 and min(widths) > 100
+    assert len(widths) == 7 and min(widths) > 100
     assert f"Evaluation: {name}" in page.inner_text("body")
     notes = page.locator("#notes").inner_text()
     assert f"skipped 1 line of metrics.jsonl: line {cut} is not JSON" in notes
@@ -116,7 +123,7 @@ def test_the_plots_at_1_6_and_1000_steps_draw_in_the_browser(page: Any, tmp_path
     page.goto(write_report(run).as_uri(), timeout=60_000)
     assert errors == []
     widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
-    assert len(widths) == 5 and min(widths) > 100
+    assert len(widths) == 7 and min(widths) > 100
     shot = tmp_path / f"report-{steps}.png"
     page.locator(".figures").screenshot(path=str(shot))
     assert shot.stat().st_size > 20_000  # drawn plots, not a blank area

@@ -17,7 +17,15 @@ import pytest
 from recorded_run import write_run
 
 REPO = Path(__file__).resolve().parents[3]
-TITLES = ("Reward", "Failures by reason", "Episode duration", "Turns per episode", "Tokens and agent time")
+TITLES = (
+    "Reward",
+    "Failures by reason",
+    "Episode duration",
+    "Turns per episode",
+    "Tokens and agent time",
+    "Cost",
+    "Cost per correct answer",
+)
 #: the plots whose y axis counts things: whole-number ticks only
 COUNT_PLOTS = ("Failures by reason", "Turns per episode", "Tokens and agent time")
 

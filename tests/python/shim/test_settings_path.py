@@ -53,6 +53,11 @@ NON_DEFAULT_TEXT = {
     "SGLANG_REASONING_PARSER": "qwen3",
     "MAX_EXTRA_GROUPS": "5",
     "EVAL_TIMEOUT": "600.0",
+    "NODE_HOUR_USD": "98.32",
+    "AGENT_COST_KEY": "spent_usd",
+    "BUDGET_USD": "1000",
+    "MAX_CALLS_PER_EPISODE": "12",
+    "MAX_TOKENS_PER_EPISODE": "5000",
 }
 
 
