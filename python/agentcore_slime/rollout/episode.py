@@ -69,6 +69,13 @@ def _failed(episode: _Episode, code: str, reason: str, traces: list[CallTrace] |
     return _Result(episode, [sample], None, reason, traces or [], code)
 
 
+def _take_traces(gateway: Any, sid: str) -> list[CallTrace]:
+    """The session's traces; a gateway that can (``GatewayProcess.finish_session``) deletes the
+    session in the same operation, so the delete that follows has nothing to send."""
+    finish = getattr(gateway, "finish_session", None)
+    return list(finish(sid) if callable(finish) else gateway.traces(sid))
+
+
 async def _end_gateway_session(runtime: Runtime, sid: str, aborted: bool) -> None:
     """Delete the gateway session; an aborted episode's in-flight engine calls are aborted first."""
     try:
@@ -104,7 +111,7 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
         try:
             request = EpisodeRequest(metadata, sid, episode.input_id, base_url, episode.sampling)
             outcome = await runtime.runner.run_episode(request)
-            traces = list(await runtime.call(runtime.gateway.traces, sid))
+            traces = list(await runtime.call(_take_traces, runtime.gateway, sid))
         except asyncio.CancelledError:
             aborted = True
             raise
