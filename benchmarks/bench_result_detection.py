@@ -8,15 +8,20 @@ boto3 through ``AWS_ENDPOINT_URL_S3``). The runner's :class:`~agentcore_slime.ep
 waits for all of them exactly as a rollout step does: one paginated LIST of the step's
 prefix per poll cycle, then one GET per found object, boto3 calls in a bounded pool.
 
+``--prefixes N`` spreads the episodes over N result prefixes (input ids), as an eval step over
+N datasets did when each dataset had an input id of its own: the watcher's LIST budget
+(``max_list_rate``) is one for all prefixes, so the polling rate stays the same.
+
 Reported: detection latency (from the moment the result's PUT returned to the moment the
 episode's future resolved with the parsed JSON) p50/p90/p99/max, and S3 requests per
 second counted at the HTTP layer (botocore ``before-send`` events, so retries count),
-LIST and GET separately. The target (p99 <= 1 s at <= 5 requests/s) counts the polling
+LIST and GET separately (presigned GETs go around botocore: they are counted by the watcher).
+The target (p99 <= 1 s at <= 5 requests/s) counts the polling
 requests (LIST): they are what grows with the number of in-flight episodes in a
 HEAD-per-episode design (~N/30 HEAD/s at steady state upstream); GETs are exactly one
 per finished episode in any design and follow the completion rate (here 1000/window).
 
-Run: ``.venv/bin/python benchmarks/bench_result_detection.py [--episodes 1000] [--window 30]``.
+Run: ``.venv/bin/python benchmarks/bench_result_detection.py [--episodes 1000] [--window 30] [--prefixes 1]``.
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ def main() -> int:
         "--poll-interval", type=float, default=0.25, help="the launcher's result_poll_interval"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--prefixes", type=int, default=1, help="result prefixes (datasets) the episodes spread over")
     options = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
 
@@ -101,7 +107,7 @@ def main() -> int:
         )
 
         rng = random.Random(options.seed)
-        keys = [f"bench/step-1/{uuid.uuid4()}.json" for _ in range(options.episodes)]
+        keys = [f"bench/step-1-{n % options.prefixes}/{uuid.uuid4()}.json" for n in range(options.episodes)]
         schedule = sorted((rng.uniform(0, options.window), key) for key in keys)
         written: dict[str, float] = {}
         detected: dict[str, float] = {}
@@ -125,15 +131,16 @@ def main() -> int:
             async def run() -> None:
                 thread.start()
                 await watch_all(watcher, keys, detected)
+                await watcher.close()
 
             asyncio.run(run())
             elapsed = time.monotonic() - started
             thread.join()
 
     latencies = [detected[k] - written[k] for k in keys]
-    lists, gets = sent["ListObjectsV2"], sent["GetObject"]
+    lists, gets = sent["ListObjectsV2"], watcher.get_requests
     print(
-        f"episodes {options.episodes}, results written over {options.window:g} s, "
+        f"episodes {options.episodes} over {options.prefixes} prefixes, results written over {options.window:g} s, "
         f"poll interval {options.poll_interval:g} s, run {elapsed:.1f} s"
     )
     print(
@@ -143,7 +150,7 @@ def main() -> int:
     )
     print(
         f"S3 requests: LIST {lists} ({lists / elapsed:.2f}/s), GET {gets} ({gets / elapsed:.2f}/s), "
-        f"other {sum(sent.values()) - lists - gets}"
+        f"other {sum(sent.values()) - lists - sent['GetObject']}"
     )
     print(
         f"LIST call duration: median {statistics.median(list_seconds):.3f} s, max {max(list_seconds):.3f} s"
