@@ -48,6 +48,7 @@ import multiprocessing as mp
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -333,7 +334,7 @@ def run(options: argparse.Namespace) -> dict[str, float]:
                     last = step == options.steps - 1
                     if last and options.py_spy:
                         spy = subprocess.Popen(
-                            ["py-spy", "record", "-p", str(os.getpid()), "--format", "raw", "-r", "200",
+                            ["py-spy", "record", "-p", str(os.getpid()), "--format", "raw", "-r", "50",
                              "-o", options.py_spy, "--nonblocking", "--threads"],
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
@@ -375,7 +376,7 @@ def run(options: argparse.Namespace) -> dict[str, float]:
                     figures["threads"] = {k: round(v, 3) for v, k in busiest}  # type: ignore[assignment]
             finally:
                 if spy is not None:
-                    spy.terminate()  # py-spy writes its file on SIGTERM / SIGINT
+                    spy.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
                     spy.wait(30)
                 state.reset()
     finally:

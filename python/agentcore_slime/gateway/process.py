@@ -160,6 +160,8 @@ class _Channel:
         self._send = send
         self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._closed = False
+        self._count = threading.Lock()
+        self.requests = 0  # batch requests sent
         self._threads = [
             threading.Thread(target=self._run, name=f"agentcore-gateway-channel-{name}-{n}", daemon=True)
             for n in range(CHANNEL_THREADS)
@@ -205,6 +207,8 @@ class _Channel:
 
     def _run(self) -> None:
         while (batch := self._take()) is not None:
+            with self._count:
+                self.requests += 1
             try:
                 replies = trace_wire.decode_batch(self._send([op.body() for op in batch]))
                 if len(replies) != len(batch):
@@ -529,6 +533,12 @@ class GatewayProcess:
         if child.died:
             raise _died(child)
         return child, generation
+
+    @property
+    def batch_requests(self) -> int:
+        """Batch requests the serving child's channel has sent (tests and benchmarks count them)."""
+        child = self._child
+        return 0 if child is None or child.channel is None else child.channel.requests
 
     @property
     def admin_headers(self) -> dict[str, str]:
