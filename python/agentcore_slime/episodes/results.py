@@ -192,7 +192,7 @@ class ResultWatcher:
                 async with self._gets, http.get(url) as response:
                     body = await response.content.read(limit)
                     if response.status == 200:
-                        return body
+                        return bytes(body)
                     retry = response.status >= 500 or response.status == 429
                     found = _S3_CODE.search(body)
                     code = found.group(1).decode(errors="replace") if found else f"HTTP {response.status}"
