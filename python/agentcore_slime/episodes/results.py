@@ -26,6 +26,8 @@ import os
 import re
 import ssl
 import threading
+import urllib.parse
+import urllib.request
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,6 +111,7 @@ class ResultWatcher:
         self._get_loop: asyncio.AbstractEventLoop | None = None
         self._get_thread: threading.Thread | None = None
         self._get_lock = threading.Lock()
+        self._proxies: dict[tuple[str, str], str | None] = {}
 
     def watch(self, key: str) -> asyncio.Future[dict[str, Any]]:
         """A future resolved with the parsed JSON of ``key`` once it exists."""
@@ -172,9 +175,20 @@ class ResultWatcher:
             context = ssl.create_default_context(cafile=bundle)
             connector = aiohttp.TCPConnector(limit=self.max_gets, ssl=context)
             timeout = aiohttp.ClientTimeout(total=60, connect=10)
-            self._http = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=True)
+            # the environment's proxy is looked up once per host (_proxy_for), not per request
+            self._http = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False)
             self._gets = asyncio.Semaphore(self.max_gets)
         return self._http
+
+    def _proxy_for(self, url: str) -> str | None:
+        """The proxy the environment sets for ``url``'s host (HTTPS_PROXY, NO_PROXY...), as boto3
+        would use it; looked up once per scheme and host."""
+        parts = urllib.parse.urlsplit(url)
+        key = (parts.scheme, parts.hostname or "")
+        if key not in self._proxies:
+            proxy = urllib.request.getproxies().get(parts.scheme)
+            self._proxies[key] = None if not proxy or urllib.request.proxy_bypass(key[1]) else proxy
+        return self._proxies[key]
 
     async def _send(self, url: str, limit: int, what: str) -> bytes:
         """GET a presigned URL (at most ``limit`` bytes of its body, -1: all), retrying what
@@ -189,7 +203,7 @@ class ResultWatcher:
         delay = _GET_BACKOFF
         for attempt in range(1, _GET_ATTEMPTS + 1):
             try:
-                async with self._gets, http.get(url) as response:
+                async with self._gets, http.get(url, proxy=self._proxy_for(url)) as response:
                     body = await response.content.read(limit)
                     if response.status == 200:
                         return bytes(body)

@@ -35,10 +35,11 @@ import sys
 import sysconfig
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -50,6 +51,8 @@ from .store import rebuild
 from .trace import CallTrace
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+_Reply = tuple[dict[str, Any], bytes | None]  # one operation's result in a batch reply, its trace bytes
 
 READY_PREFIX = "agentcore-gateway "  # the child's one stdout line starts with it (see __main__)
 CALL_TIMEOUT = 30.0  # seconds for one admin call (a session's traces included)
@@ -409,14 +412,7 @@ class GatewayProcess:
         :raises ValueError: bad id or params, or the session already exists.
         :raises GatewayProcessDied: the child died.
         """
-        child, generation = self._serving()
-        result, _ = self._batched(child, _Op("create", session_id, sampling_params))
-        if result.get("status") == 400:
-            raise ValueError(str(result.get("message")))
-        _check_op(result, child, "create", session_id)
-        with self._lock:
-            self._sessions[session_id] = generation
-        return str(result["base_url"])
+        return self._wait(self.submit_create(session_id, sampling_params), "create", session_id)
 
     def traces(self, session_id: str) -> list[CallTrace]:
         """The session's exact traces in call order.
@@ -424,7 +420,7 @@ class GatewayProcess:
         :raises KeyError: unknown or deleted session.
         :raises GatewayProcessDied: the child that held the session died.
         """
-        return self._take_traces("traces", session_id)
+        return self._wait(self._submit_traces("traces", session_id), "traces", session_id)
 
     def finish_session(self, session_id: str) -> list[CallTrace]:
         """The session's exact traces in call order, and the session deleted, in one operation
@@ -433,24 +429,84 @@ class GatewayProcess:
         :raises KeyError: unknown or deleted session.
         :raises GatewayProcessDied: the child that held the session died.
         """
-        return self._take_traces("finish", session_id)
+        return self._wait(self.submit_finish(session_id), "finish", session_id)
 
-    def _take_traces(self, kind: str, session_id: str) -> list[CallTrace]:
-        child, _ = self._serving(session_id)
-        result, blob = self._batched(child, _Op(kind, session_id))
-        if kind == "finish" and result.get("status") in (200, 404):
+    def submit_create(self, session_id: str, sampling_params: dict[str, Any] | None = None) -> Future[str]:
+        """:meth:`create_session` without a thread waiting for it: the future gets the base URL or
+        the error (an event loop awaits it with ``asyncio.wrap_future``). Cancelled before the
+        child answered, the session it opened is deleted."""
+        child, generation = self._serving()
+
+        def created(reply: _Reply) -> str:
+            result = reply[0]
+            if result.get("status") == 400:
+                raise ValueError(str(result.get("message")))
+            _check_op(result, child, "create", session_id)
             with self._lock:
-                self._sessions.pop(session_id, None)
-        if result.get("status") == 404:
-            raise KeyError(f"unknown session {session_id!r}")
-        _check_op(result, child, kind, session_id)
+                self._sessions[session_id] = generation
+            return str(result["base_url"])
+
+        return self._submit(child, _Op("create", session_id, sampling_params), created)
+
+    def submit_finish(self, session_id: str) -> Future[list[CallTrace]]:
+        """:meth:`finish_session` without a thread waiting for it (see :meth:`submit_create`)."""
+        return self._submit_traces("finish", session_id)
+
+    def _submit_traces(self, kind: str, session_id: str) -> Future[list[CallTrace]]:
+        child, _ = self._serving(session_id)
+
+        def taken(reply: _Reply) -> list[CallTrace]:
+            result, blob = reply
+            if kind == "finish" and result.get("status") in (200, 404):
+                with self._lock:
+                    self._sessions.pop(session_id, None)
+            if result.get("status") == 404:
+                raise KeyError(f"unknown session {session_id!r}")
+            _check_op(result, child, kind, session_id)
+            try:
+                stored = trace_wire.decode(blob or b"")
+            except ValueError as err:
+                raise RuntimeError(
+                    f"the gateway process sent unreadable traces for session {short_id(session_id)}: {err}"
+                ) from None
+            return rebuild(stored)
+
+        return self._submit(child, _Op(kind, session_id), taken)
+
+    def _submit(self, child: _Child, op: _Op, convert: Callable[[_Reply], T]) -> Future[T]:
+        """Send ``op`` through the child's channel; the returned future gets ``convert`` of its
+        reply (run on the channel's thread) or the error. Cancelling the returned future never
+        cancels the operation: a session a cancelled create opened is deleted."""
+        assert child.channel is not None
+        out: Future[T] = Future()
+
+        def done(inner: Future[_Reply]) -> None:
+            if not out.set_running_or_notify_cancel():  # cancelled: undo what the child did
+                opened = inner.exception() is None and inner.result()[0].get("status") == 200
+                if op.kind == "create" and opened and child.channel is not None:
+                    child.channel.submit(_Op("delete", op.session_id))
+                return
+            try:
+                out.set_result(convert(inner.result()))
+            except BaseException as err:  # the caller gets it, whatever it is
+                out.set_exception(err)
+
+        op.future.add_done_callback(done)
+        child.channel.submit(op)
+        return out
+
+    def _wait(self, future: Future[T], kind: str, session_id: str) -> T:
+        """Wait for a submitted operation (the channel's request has its own timeout; this one is
+        the last resort)."""
         try:
-            stored = trace_wire.decode(blob or b"")
-        except ValueError as err:
+            return future.result(self.call_timeout + 5.0)
+        except TimeoutError:
+            child = self._child
+            pid = child.proc.pid if child is not None else None
             raise RuntimeError(
-                f"the gateway process sent unreadable traces for session {short_id(session_id)}: {err}"
+                f"the gateway process (pid {pid}) did not answer {kind} for session "
+                f"{short_id(session_id)} within {self.call_timeout + 5.0:g} s"
             ) from None
-        return rebuild(stored)
 
     def delete_session(self, session_id: str) -> None:
         """Forget a session (idempotent; a session of a dead child is gone already, a finished
