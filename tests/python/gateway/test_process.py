@@ -461,3 +461,4 @@ def test_the_batch_route_needs_the_secret_and_well_formed_operations(
     [(result, blob)] = trace_wire.decode_batch(reply.content)
     assert result["status"] == 400 and "unknown operation 'explode'" in result["message"] and blob is None
     assert gateway.stats()["sessions"] == 0
+
