@@ -87,7 +87,9 @@ def main() -> int:
         "--poll-interval", type=float, default=0.25, help="the launcher's result_poll_interval"
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--prefixes", type=int, default=1, help="result prefixes (datasets) the episodes spread over")
+    parser.add_argument(
+        "--prefixes", type=int, default=1, help="result prefixes (datasets) the episodes spread over"
+    )
     options = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
 
@@ -140,7 +142,8 @@ def main() -> int:
     latencies = [detected[k] - written[k] for k in keys]
     lists, gets = watcher.list_requests, watcher.get_requests
     print(
-        f"episodes {options.episodes} over {options.prefixes} prefixes, results written over {options.window:g} s, "
+        f"episodes {options.episodes} over {options.prefixes} prefixes, "
+        f"results written over {options.window:g} s, "
         f"poll interval {options.poll_interval:g} s, run {elapsed:.1f} s"
     )
     print(

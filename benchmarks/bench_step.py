@@ -22,7 +22,8 @@ boto3. Stand-ins, each in a process of its own and speaking the real protocol ov
   threads shows up in the tail.
 
 The ACR TPS quota is lifted (``ACR_TPS_LIMIT`` 1,000,000): at the tests' 1,000/s the pacing
-alone would spread 1,024 invocations over a second. All episodes start together and end together (``--delay`` is fixed), the common case of a
+alone would spread 1,024 invocations over a second. All episodes start together and end
+together (``--delay`` is fixed), the common case of a
 group of one prompt. Step 1 starts the gateway; the figures are those of the last step
 (``--steps``, default 2). Printed, one JSON line per figure and a summary table:
 
@@ -61,7 +62,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "python"), str(ROOT / "tests" / "python" / "slime_standin")]
+TESTS = ROOT / "tests" / "python"
+sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
 
 GROUP = 8  # episodes per prompt group
 #: (module, class, method) whose time on the calling thread is session management
@@ -352,7 +354,8 @@ def run(options: argparse.Namespace) -> dict[str, float]:
                     if len(episodes) != options.episodes or len(samples) < options.episodes:
                         raise RuntimeError(f"step {step}: {len(episodes)} episodes, {len(samples)} samples")
                     if not all(s.reward == 1.0 for s in samples):
-                        raise RuntimeError(f"step {step}: an episode failed (reward {[s.reward for s in samples][:8]})")
+                        rewards = [s.reward for s in samples][:8]
+                        raise RuntimeError(f"step {step}: an episode failed (rewards {rewards})")
                     if not last:
                         continue
                     ideal = options.calls * options.delay
@@ -402,11 +405,17 @@ def _latency(text: str) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--episodes", type=int, default=256, help=f"episodes per step (a multiple of {GROUP})")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--episodes", type=int, default=256, help=f"episodes per step (a multiple of {GROUP})"
+    )
     parser.add_argument("--delay", type=float, default=3.0, help="seconds the engine takes per call")
     parser.add_argument("--calls", type=int, default=3, help="model calls per episode")
-    parser.add_argument("--s3-latency", type=_latency, default=(0.02, 0.05), help="LOW,HIGH s per S3 request; 0: none")
+    parser.add_argument(
+        "--s3-latency", type=_latency, default=(0.02, 0.05), help="LOW,HIGH s per S3 request; 0: none"
+    )
     parser.add_argument("--steps", type=int, default=2, help="steps to run; the last one is measured")
     parser.add_argument("--py-spy", default="", help="record the measured step with py-spy into this file")
     options = parser.parse_args(argv)
@@ -420,9 +429,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"figure": name, "episodes": options.episodes, "value": round(value, 4)}))
     print(json.dumps({"figure": "busiest_threads_cpu_s", "episodes": options.episodes, "value": threads}))
     print(
-        f"| {options.episodes} | {figures['step']:.2f} s | {figures['ideal']:g} s | {figures['ratio']:.3f}x | "
+        f"| {options.episodes} | {figures['step']:.2f} s | {figures['ideal']:g} s | "
+        f"{figures['ratio']:.3f}x | "
         f"{figures['ramp']:.2f} s | {figures['excess_p50']:.2f} / {figures['excess_max']:.2f} s | "
-        f"{figures['tail']:.2f} s | {figures['cpu_session_ms']:.2f} ms | {figures['cpu_results_ms']:.2f} ms | "
+        f"{figures['tail']:.2f} s | {figures['cpu_session_ms']:.2f} ms | "
+        f"{figures['cpu_results_ms']:.2f} ms | "
         f"{figures['cpu_process_ms']:.2f} ms |"
     )
     return 0
