@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "python")]
+TESTS = ROOT / "tests" / "python"
+sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
 
 from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher  # noqa: E402
 from agentcore_slime.episodes.runner import boto_config  # noqa: E402
@@ -97,11 +98,10 @@ def main() -> int:
         os.environ.update(local_s3.env())
         bucket = local_s3.create_bucket()
         import boto3
-        from agentcore_slime.settings.config import ToolkitConfig
+        from agentcore_slime.settings.config import load_config
+        from shim.standins import make_args
 
-        config = ToolkitConfig(
-            agent_runtime_arn=None, agent_url="http://unused", s3_bucket=bucket, exp_id="bench"
-        )
+        config = load_config(make_args(agent_url="http://unused", s3_bucket=bucket, exp_id="bench"))
         s3 = boto3.session.Session().client("s3", config=boto_config(config))
         sent: Counter[str] = Counter()
         s3.meta.events.register(
