@@ -69,8 +69,7 @@ GROUP = 8  # episodes per prompt group
 #: (module, class, method) whose time on the calling thread is session management
 SESSION_CALLS = [
     ("agentcore_slime.gateway.process", "GatewayProcess", name)
-    for name in ("create_session", "traces", "delete_session", "abort_session", "finish_session",
-                 "create_sessions", "finish_sessions")
+    for name in ("create_session", "traces", "delete_session", "abort_session", "finish_session")
 ]
 #: thread-name prefixes whose CPU is session management / result reading
 SESSION_THREADS = ("agentcore-gateway-channel",)
