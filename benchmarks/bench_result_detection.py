@@ -8,15 +8,20 @@ boto3 through ``AWS_ENDPOINT_URL_S3``). The runner's :class:`~agentcore_slime.ep
 waits for all of them exactly as a rollout step does: one paginated LIST of the step's
 prefix per poll cycle, then one GET per found object, boto3 calls in a bounded pool.
 
+``--prefixes N`` spreads the episodes over N result prefixes (input ids), as an eval step over
+N datasets did when each dataset had an input id of its own: the watcher's LIST budget
+(``max_list_rate``) is one for all prefixes, so the polling rate stays the same.
+
 Reported: detection latency (from the moment the result's PUT returned to the moment the
 episode's future resolved with the parsed JSON) p50/p90/p99/max, and S3 requests per
 second counted at the HTTP layer (botocore ``before-send`` events, so retries count),
-LIST and GET separately. The target (p99 <= 1 s at <= 5 requests/s) counts the polling
+LIST and GET separately (presigned requests go around botocore: the watcher counts them).
+The target (p99 <= 1 s at <= 5 requests/s) counts the polling
 requests (LIST): they are what grows with the number of in-flight episodes in a
 HEAD-per-episode design (~N/30 HEAD/s at steady state upstream); GETs are exactly one
 per finished episode in any design and follow the completion rate (here 1000/window).
 
-Run: ``.venv/bin/python benchmarks/bench_result_detection.py [--episodes 1000] [--window 30]``.
+Run: ``.venv/bin/python benchmarks/bench_result_detection.py [--episodes 1000] [--window 30] [--prefixes 1]``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests" / "python")]
+TESTS = ROOT / "tests" / "python"
+sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
 
 from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher  # noqa: E402
 from agentcore_slime.episodes.runner import boto_config  # noqa: E402
@@ -82,6 +88,9 @@ def main() -> int:
         "--poll-interval", type=float, default=0.25, help="the launcher's result_poll_interval"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--prefixes", type=int, default=1, help="result prefixes (datasets) the episodes spread over"
+    )
     options = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
 
@@ -89,11 +98,10 @@ def main() -> int:
         os.environ.update(local_s3.env())
         bucket = local_s3.create_bucket()
         import boto3
-        from agentcore_slime.settings.config import ToolkitConfig
+        from agentcore_slime.settings.config import load_config
+        from shim.standins import make_args
 
-        config = ToolkitConfig(
-            agent_runtime_arn=None, agent_url="http://unused", s3_bucket=bucket, exp_id="bench"
-        )
+        config = load_config(make_args(agent_url="http://unused", s3_bucket=bucket, exp_id="bench"))
         s3 = boto3.session.Session().client("s3", config=boto_config(config))
         sent: Counter[str] = Counter()
         s3.meta.events.register(
@@ -101,7 +109,7 @@ def main() -> int:
         )
 
         rng = random.Random(options.seed)
-        keys = [f"bench/step-1/{uuid.uuid4()}.json" for _ in range(options.episodes)]
+        keys = [f"bench/step-1-{n % options.prefixes}/{uuid.uuid4()}.json" for n in range(options.episodes)]
         schedule = sorted((rng.uniform(0, options.window), key) for key in keys)
         written: dict[str, float] = {}
         detected: dict[str, float] = {}
@@ -109,31 +117,33 @@ def main() -> int:
         with ThreadPoolExecutor(max_workers=RESULT_THREADS) as pool:  # as in production
             watcher = ResultWatcher(s3, bucket, pool, poll_interval=options.poll_interval)
             list_seconds: list[float] = []
-            list_blocking = watcher._list_blocking
+            list_presigned = watcher._list_presigned
 
-            def timed_list(*args: Any) -> tuple[list[str], int]:
+            async def timed_list(*args: Any) -> tuple[list[str], int]:
                 begin = time.monotonic()
                 try:
-                    return list_blocking(*args)
+                    return await list_presigned(*args)
                 finally:
                     list_seconds.append(time.monotonic() - begin)
 
-            watcher._list_blocking = timed_list  # type: ignore[method-assign]
+            watcher._list_presigned = timed_list  # type: ignore[method-assign]
             thread = threading.Thread(target=writer, args=(local_s3, bucket, schedule, written), daemon=True)
             started = time.monotonic()
 
             async def run() -> None:
                 thread.start()
                 await watch_all(watcher, keys, detected)
+                await watcher.close()
 
             asyncio.run(run())
             elapsed = time.monotonic() - started
             thread.join()
 
     latencies = [detected[k] - written[k] for k in keys]
-    lists, gets = sent["ListObjectsV2"], sent["GetObject"]
+    lists, gets = watcher.list_requests, watcher.get_requests
     print(
-        f"episodes {options.episodes}, results written over {options.window:g} s, "
+        f"episodes {options.episodes} over {options.prefixes} prefixes, "
+        f"results written over {options.window:g} s, "
         f"poll interval {options.poll_interval:g} s, run {elapsed:.1f} s"
     )
     print(
@@ -143,7 +153,7 @@ def main() -> int:
     )
     print(
         f"S3 requests: LIST {lists} ({lists / elapsed:.2f}/s), GET {gets} ({gets / elapsed:.2f}/s), "
-        f"other {sum(sent.values()) - lists - gets}"
+        f"other {sum(sent.values()) - sent['ListObjectsV2'] - sent['GetObject']}"
     )
     print(
         f"LIST call duration: median {statistics.median(list_seconds):.3f} s, max {max(list_seconds):.3f} s"

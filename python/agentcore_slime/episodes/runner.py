@@ -181,6 +181,7 @@ class EpisodeRunner:
 
     async def close(self) -> None:
         await self.transport.close()
+        await self.watcher.close()
         for executor in self.own_executors:
             executor.shutdown(wait=False, cancel_futures=True)
 

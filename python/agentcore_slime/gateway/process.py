@@ -10,6 +10,11 @@ its loopback admin routes; traces come back as :mod:`.trace_wire` bytes.
   never from its command line or environment, so another user of the host cannot use them.
 - The child inherits stderr (its log lines go where the rollout's go) and watches its stdin:
   when the parent dies, however, the pipe closes and the child exits.
+- Session operations (create, traces, finish = traces and delete, delete) go through a
+  :class:`_Channel`: a few threads that send whatever operations are waiting as one
+  ``POST /admin/batch`` request, so a thousand episodes starting or ending together cost a
+  handful of round trips, not one httpx request each (issue 29). Aborts and stats keep their
+  own routes (an abort waits for the session's calls to stop).
 - A watcher thread notices when the child dies. From then on every session call raises
   :class:`GatewayProcessDied`, saying how it died; the episodes of its sessions fail with
   ``gateway_error``. :meth:`GatewayProcess.ensure_running` (called by the rollout at the start
@@ -21,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import secrets
 import select
 import signal
@@ -29,8 +35,11 @@ import sys
 import sysconfig
 import threading
 import time
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any, TypeVar
 
 import httpx
 
@@ -42,11 +51,15 @@ from .store import rebuild
 from .trace import CallTrace
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+_Reply = tuple[dict[str, Any], bytes | None]  # one operation's result in a batch reply, its trace bytes
 
 READY_PREFIX = "agentcore-gateway "  # the child's one stdout line starts with it (see __main__)
 CALL_TIMEOUT = 30.0  # seconds for one admin call (a session's traces included)
 ABORT_TIMEOUT = 10.0  # seconds the child waits for an aborted session's calls to stop
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL at shutdown
+BATCH_OPS = 128  # session operations per admin batch request at most
+CHANNEL_THREADS = 4  # batch requests in flight to one child at most
 _START_ERRORS: dict[str, type[Exception]] = {
     "ConfigError": ConfigError,
     "ValueError": ValueError,
@@ -119,6 +132,98 @@ class _Child:
             trust_env=False,  # a proxy from the environment must not carry loopback admin calls
             headers={ADMIN_SECRET_HEADER: secret},
         )
+        self.channel: _Channel | None = None
+
+
+@dataclass
+class _Op:
+    """One session operation waiting in a channel; its future gets the child's result and bytes."""
+
+    kind: str  # create | traces | finish | delete
+    session_id: str
+    sampling_params: dict[str, Any] | None = None
+    future: Future[tuple[dict[str, Any], bytes | None]] = field(default_factory=Future)
+
+    def body(self) -> dict[str, Any]:
+        op: dict[str, Any] = {"op": self.kind, "session_id": self.session_id}
+        if self.kind == "create":
+            op["sampling_params"] = self.sampling_params
+        return op
+
+
+class _Channel:
+    """Batches one child's session operations: :data:`CHANNEL_THREADS` threads each take what is
+    waiting (up to :data:`BATCH_OPS`) and send it as one ``POST /admin/batch``. A request that
+    fails (the child died, did not answer) fails every operation of its batch with that error.
+
+    :param send: sends one batch, returns the reply's bytes (raises as ``GatewayProcess._call``).
+    """
+
+    def __init__(self, name: str, send: Any) -> None:
+        self._send = send
+        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._closed = False
+        self._count = threading.Lock()
+        self.requests = 0  # batch requests sent
+        self._threads = [
+            threading.Thread(target=self._run, name=f"agentcore-gateway-channel-{name}-{n}", daemon=True)
+            for n in range(CHANNEL_THREADS)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, op: _Op) -> _Op:
+        if self._closed:
+            op.future.set_exception(RuntimeError("the gateway process's channel is closed"))
+        else:
+            self._queue.put(op)
+        return op
+
+    def close(self, error: BaseException) -> None:
+        """Stop the threads; operations still waiting fail with ``error``."""
+        self._closed = True
+        for _ in self._threads:
+            self._queue.put(None)
+        while True:
+            try:
+                op = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if op is not None and not op.future.done():
+                op.future.set_exception(error)
+
+    def _take(self) -> list[_Op] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        while len(batch) < BATCH_OPS:
+            try:
+                op = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if op is None:
+                self._queue.put(None)  # another thread's stop: leave it for the next take
+                break
+            batch.append(op)
+        return batch
+
+    def _run(self) -> None:
+        while (batch := self._take()) is not None:
+            with self._count:
+                self.requests += 1
+            try:
+                replies = trace_wire.decode_batch(self._send([op.body() for op in batch]))
+                if len(replies) != len(batch):
+                    raise RuntimeError(
+                        f"the gateway process answered {len(replies)} of {len(batch)} operations"
+                    )
+            except BaseException as err:  # every waiter gets the reason, whatever it is
+                for op in batch:
+                    op.future.set_exception(err)
+                continue
+            for op, reply in zip(batch, replies, strict=True):
+                op.future.set_result(reply)
 
 
 class GatewayProcess:
@@ -182,6 +287,7 @@ class GatewayProcess:
             if child.proc.poll() is None:
                 return False
             died = self._mark_dead(child, child.proc.wait())
+            _close_channel(child)
             child.client.close()
             _stop(child.proc)  # closes its pipes
             self._spawn()
@@ -198,6 +304,7 @@ class GatewayProcess:
             if child is None:
                 return
             child.died = "was shut down"
+            _close_channel(child)
             child.client.close()
             _stop(child.proc)
 
@@ -238,6 +345,7 @@ class GatewayProcess:
                 f"the gateway process serves at {child.url} but its admin routes do not answer on "
                 f"{child.admin}: {err} (set GATEWAY_HOST to an address of this host, or leave it unset)"
             ) from None
+        child.channel = _Channel(str(proc.pid), partial(self._send_batch, child))
         with self._lock:
             self._generation = child.generation
             self._child = child
@@ -304,15 +412,7 @@ class GatewayProcess:
         :raises ValueError: bad id or params, or the session already exists.
         :raises GatewayProcessDied: the child died.
         """
-        child, generation = self._serving()
-        body = {"session_id": session_id, "sampling_params": sampling_params}
-        response = self._call(child, "POST", "/admin/sessions", json=body)
-        if response.status_code == 400:
-            raise ValueError(_error_message(response))
-        _check(response, child)
-        with self._lock:
-            self._sessions[session_id] = generation
-        return str(response.json()["base_url"])
+        return self._wait(self.submit_create(session_id, sampling_params), "create", session_id)
 
     def traces(self, session_id: str) -> list[CallTrace]:
         """The session's exact traces in call order.
@@ -320,24 +420,127 @@ class GatewayProcess:
         :raises KeyError: unknown or deleted session.
         :raises GatewayProcessDied: the child that held the session died.
         """
+        return self._wait(self._submit_traces("traces", session_id), "traces", session_id)
+
+    def finish_session(self, session_id: str) -> list[CallTrace]:
+        """The session's exact traces in call order, and the session deleted, in one operation
+        (what an episode that ended needs; a later :meth:`delete_session` has nothing to do).
+
+        :raises KeyError: unknown or deleted session.
+        :raises GatewayProcessDied: the child that held the session died.
+        """
+        return self._wait(self.submit_finish(session_id), "finish", session_id)
+
+    def submit_create(self, session_id: str, sampling_params: dict[str, Any] | None = None) -> Future[str]:
+        """:meth:`create_session` without a thread waiting for it: the future gets the base URL or
+        the error (an event loop awaits it with ``asyncio.wrap_future``). Cancelled before the
+        child answered, the session it opened is deleted."""
+        child, generation = self._serving()
+
+        def created(reply: _Reply) -> str:
+            result = reply[0]
+            if result.get("status") == 400:
+                raise ValueError(str(result.get("message")))
+            _check_op(result, child, "create", session_id)
+            with self._lock:
+                self._sessions[session_id] = generation
+            return str(result["base_url"])
+
+        return self._submit(child, _Op("create", session_id, sampling_params), created)
+
+    def submit_finish(self, session_id: str) -> Future[list[CallTrace]]:
+        """:meth:`finish_session` without a thread waiting for it (see :meth:`submit_create`)."""
+        return self._submit_traces("finish", session_id)
+
+    def _submit_traces(self, kind: str, session_id: str) -> Future[list[CallTrace]]:
         child, _ = self._serving(session_id)
-        response = self._call(child, "GET", f"/admin/sessions/{session_id}/traces.bin")
-        if response.status_code == 404:
-            raise KeyError(f"unknown session {session_id!r}")
-        _check(response, child)
+
+        def taken(reply: _Reply) -> list[CallTrace]:
+            result, blob = reply
+            if kind == "finish" and result.get("status") in (200, 404):
+                with self._lock:
+                    self._sessions.pop(session_id, None)
+            if result.get("status") == 404:
+                raise KeyError(f"unknown session {session_id!r}")
+            _check_op(result, child, kind, session_id)
+            try:
+                stored = trace_wire.decode(blob or b"")
+            except ValueError as err:
+                raise RuntimeError(
+                    f"the gateway process sent unreadable traces for session {short_id(session_id)}: {err}"
+                ) from None
+            return rebuild(stored)
+
+        return self._submit(child, _Op(kind, session_id), taken)
+
+    def _submit(self, child: _Child, op: _Op, convert: Callable[[_Reply], T]) -> Future[T]:
+        """Send ``op`` through the child's channel; the returned future gets ``convert`` of its
+        reply (run on the channel's thread) or the error. Cancelling the returned future never
+        cancels the operation: a session a cancelled create opened is deleted."""
+        assert child.channel is not None
+        out: Future[T] = Future()
+
+        def done(inner: Future[_Reply]) -> None:
+            if not out.set_running_or_notify_cancel():  # cancelled: undo what the child did
+                opened = inner.exception() is None and inner.result()[0].get("status") == 200
+                if op.kind == "create" and opened and child.channel is not None:
+                    child.channel.submit(_Op("delete", op.session_id))
+                return
+            try:
+                out.set_result(convert(inner.result()))
+            except BaseException as err:  # the caller gets it, whatever it is
+                out.set_exception(err)
+
+        op.future.add_done_callback(done)
+        child.channel.submit(op)
+        return out
+
+    def _wait(self, future: Future[T], kind: str, session_id: str) -> T:
+        """Wait for a submitted operation (the channel's request has its own timeout; this one is
+        the last resort)."""
         try:
-            stored = trace_wire.decode(response.content)
-        except ValueError as err:
+            return future.result(self.call_timeout + 5.0)
+        except TimeoutError:
+            child = self._child
+            pid = child.proc.pid if child is not None else None
             raise RuntimeError(
-                f"the gateway process sent unreadable traces for session {short_id(session_id)}: {err}"
+                f"the gateway process (pid {pid}) did not answer {kind} for session "
+                f"{short_id(session_id)} within {self.call_timeout + 5.0:g} s"
             ) from None
-        return rebuild(stored)
 
     def delete_session(self, session_id: str) -> None:
-        """Forget a session (idempotent; a session of a dead child is gone already)."""
+        """Forget a session (idempotent; a session of a dead child is gone already, a finished
+        one too)."""
+        with self._lock:
+            if session_id not in self._sessions:  # never opened here, finished or deleted: nothing held
+                return
         child = self._release(session_id)
         if child is not None:
-            _check(self._call(child, "DELETE", f"/admin/sessions/{session_id}"), child)
+            result, _ = self._batched(child, _Op("delete", session_id))
+            _check_op(result, child, "delete", session_id)
+
+    def _batched(self, child: _Child, op: _Op) -> tuple[dict[str, Any], bytes | None]:
+        """Send ``op`` through the child's channel and wait for its result.
+
+        :raises GatewayProcessDied: the child died before or while the batch was sent.
+        """
+        assert child.channel is not None
+        child.channel.submit(op)
+        try:
+            return op.future.result(self.call_timeout + 5.0)
+        except TimeoutError:
+            raise RuntimeError(
+                f"the gateway process (pid {child.proc.pid}) did not answer {op.kind} for session "
+                f"{short_id(op.session_id)} within {self.call_timeout + 5.0:g} s"
+            ) from None
+
+    def _send_batch(self, child: _Child, ops: list[dict[str, Any]]) -> bytes:
+        response = self._call(
+            child, "POST", "/admin/batch", content=json.dumps({"ops": ops}).encode(),
+            headers={"content-type": "application/json"},
+        )
+        _check(response, child)
+        return response.content
 
     def abort_session(self, session_id: str, timeout: float = ABORT_TIMEOUT) -> None:
         """Delete a session and abort its calls in flight (see ``Gateway.abort_session``)."""
@@ -388,6 +591,12 @@ class GatewayProcess:
         return child, generation
 
     @property
+    def batch_requests(self) -> int:
+        """Batch requests the serving child's channel has sent (tests and benchmarks count them)."""
+        child = self._child
+        return 0 if child is None or child.channel is None else child.channel.requests
+
+    @property
     def admin_headers(self) -> dict[str, str]:
         """The header the serving child's admin routes need (its secret: never log it)."""
         child = self._child
@@ -413,6 +622,19 @@ class GatewayProcess:
                 ) from None
             self._mark_dead(child, returncode)
             raise _died(child) from None
+
+
+def _close_channel(child: _Child) -> None:
+    if child.channel is not None:
+        child.channel.close(_died(child))
+
+
+def _check_op(result: dict[str, Any], child: _Child, kind: str, session_id: str) -> None:
+    if result.get("status") != 200:
+        raise RuntimeError(
+            f"the gateway process (pid {child.proc.pid}) answered {kind} for session "
+            f"{short_id(session_id)} with {result.get('status')}: {result.get('message')}"
+        )
 
 
 def _died(child: _Child) -> GatewayProcessDied:

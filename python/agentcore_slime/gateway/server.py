@@ -13,7 +13,9 @@ Routes:
   only: ``POST /admin/sessions``, ``DELETE /admin/sessions/{sid}``,
   ``GET /admin/sessions/{sid}/traces`` (JSON; ``.../traces.bin``: :mod:`.trace_wire` bytes),
   ``POST /admin/sessions/{sid}/abort``, ``GET /admin/stats`` (sessions, ids held, bytes, GC pauses;
-  ``?deep=1`` counts every byte the sessions reach)
+  ``?deep=1`` counts every byte the sessions reach), ``POST /admin/batch`` (many session
+  operations in one request: create, traces, finish = traces and delete, delete; the reply is
+  :func:`.trace_wire.encode_batch` bytes)
 """
 
 from __future__ import annotations
@@ -549,6 +551,7 @@ class Gateway:
         app.router.add_get("/admin/stats", self._admin_stats)
         app.router.add_get("/admin/sessions/{sid}/traces.bin", self._admin_traces_bin)
         app.router.add_post("/admin/sessions/{sid}/abort", self._admin_abort)
+        app.router.add_post("/admin/batch", self._admin_batch)
         return app
 
     @web.middleware
@@ -648,6 +651,48 @@ class Gateway:
             return self._unknown_session(sid)
         body = await self._off_loop(trace_wire.encode, stored)
         return web.Response(body=body, content_type="application/octet-stream")
+
+    async def _admin_batch(self, request: web.Request) -> web.Response:
+        """Many session operations in one request (the rollout's channel: one round trip for the
+        sessions of many episodes). ``{"ops": [{"op": "create"|"traces"|"finish"|"delete",
+        "session_id": ..., "sampling_params"?: ...}]}``; ``finish`` takes the traces and deletes
+        the session in one step. Each operation gets its own status (200, 400 bad, 404 unknown)."""
+        try:
+            ops = load_json(await request.read())["ops"]
+            if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+                raise TypeError("ops must be a list of objects")
+        except (ValueError, KeyError, TypeError) as err:
+            return _json_error(400, f"bad batch request: {err}", "invalid_request_error")
+        results = [self._batch_op(op) for op in ops]
+        stored = [r.pop("traces") for r in results if "traces" in r]
+        blobs = await self._off_loop(lambda: [trace_wire.encode(s) for s in stored]) if stored else []
+        for result in results:
+            if result.get("status") == 200 and result["op"] in ("traces", "finish"):
+                result["traces"] = True
+        body = trace_wire.encode_batch(results, blobs)
+        return web.Response(body=body, content_type="application/octet-stream")
+
+    def _batch_op(self, op: dict[str, Any]) -> dict[str, Any]:
+        kind, sid = op.get("op"), str(op.get("session_id"))
+        if kind == "create":
+            try:
+                base_url = self.create_session(sid, op.get("sampling_params"))
+                return {"op": kind, "status": 200, "base_url": base_url}
+            except (ValueError, TypeError, AttributeError) as err:
+                return {"op": kind, "status": 400, "message": f"bad session request: {err}"}
+        if kind == "delete":
+            self.delete_session(sid)
+            return {"op": kind, "status": 200}
+        if kind in ("traces", "finish"):
+            with self._registry:  # as the traces route, then (finish) the delete route's deletion
+                session = self._sessions.get(sid)
+                stored = None if session is None else session.store.snapshot()
+            if stored is None:
+                return {"op": kind, "status": 404, "message": f"unknown session {sid!r}"}
+            if kind == "finish":
+                self._forget(sid)
+            return {"op": kind, "status": 200, "traces": stored}
+        return {"op": kind, "status": 400, "message": f"unknown operation {kind!r}"}
 
     async def _admin_abort(self, request: web.Request) -> web.Response:
         # abort_session waits on this loop for the cancellations: run it from a thread

@@ -17,6 +17,7 @@ Layout (all integers little-endian)::
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 from array import array
@@ -92,3 +93,51 @@ def decode(data: bytes) -> list[_Stored]:
     if offset != len(view):
         raise ValueError(f"{len(view) - offset} bytes after the last of {count} calls")
     return link(deltas)
+
+
+BATCH_MAGIC = b"ACTB"
+_BATCH = struct.Struct("<4sI")
+
+
+def encode_batch(results: list[dict[str, Any]], blobs: list[bytes]) -> bytes:
+    """The reply to a batch of session operations: ``b"ACTB" u32 header_bytes``, the header
+    (JSON: one result per operation; a result with ``"size"`` owns the next blob), the blobs.
+
+    :param results: one dict per operation, in order (``status``, ``base_url``/``message``).
+    :param blobs: the :func:`encode` bytes of the results that carry traces, in order.
+    """
+    sized = iter(blobs)
+    header = []
+    for result in results:
+        if result.get("traces"):
+            result = {**result, "size": len(next(sized))}
+        header.append(result)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return b"".join([_BATCH.pack(BATCH_MAGIC, len(head)), head, *blobs])
+
+
+def decode_batch(data: bytes) -> list[tuple[dict[str, Any], bytes | None]]:
+    """Each operation's result and its trace bytes (None without), as :func:`encode_batch` wrote them.
+
+    :raises ValueError: not (a complete) batch reply.
+    """
+    view = memoryview(data)
+    if len(view) < _BATCH.size:
+        raise ValueError(f"batch reply too short ({len(view)} bytes)")
+    magic, size = _BATCH.unpack_from(view)
+    if magic != BATCH_MAGIC or _BATCH.size + size > len(view):
+        raise ValueError(f"not a batch reply (magic {bytes(magic)!r}, header of {size} bytes)")
+    offset = _BATCH.size + size
+    header = json.loads(bytes(view[_BATCH.size : offset]))
+    out: list[tuple[dict[str, Any], bytes | None]] = []
+    for result in header:
+        blob = None
+        if "size" in result:
+            end = offset + int(result["size"])
+            if end > len(view):
+                raise ValueError("batch reply ends inside a session's traces")
+            blob, offset = bytes(view[offset:end]), end
+        out.append((result, blob))
+    if offset != len(view):
+        raise ValueError(f"{len(view) - offset} bytes after the last result of the batch")
+    return out

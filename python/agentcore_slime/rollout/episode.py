@@ -78,6 +78,24 @@ def _failed(episode: _Episode, code: str, reason: str, traces: list[CallTrace] |
     return _Result(episode, [sample], None, reason, traces or [], code)
 
 
+async def _open_session(runtime: Runtime, sid: str, sampling: dict[str, Any]) -> str:
+    """Create the gateway session. A gateway that can (``GatewayProcess.submit_create``) batches
+    it with the other episodes' and no pool thread waits for it."""
+    submit = getattr(runtime.gateway, "submit_create", None)
+    if callable(submit):
+        return str(await asyncio.wrap_future(submit(sid, sampling)))
+    return await runtime.call(runtime.gateway.create_session, sid, sampling)
+
+
+async def _take_traces(runtime: Runtime, sid: str) -> list[CallTrace]:
+    """The session's traces. A gateway that can (``GatewayProcess.submit_finish``) deletes the
+    session in the same batched operation, so the delete that follows has nothing to send."""
+    submit = getattr(runtime.gateway, "submit_finish", None)
+    if callable(submit):
+        return list(await asyncio.wrap_future(submit(sid)))
+    return list(await runtime.call(runtime.gateway.traces, sid))
+
+
 async def _end_gateway_session(runtime: Runtime, sid: str, aborted: bool) -> None:
     """Delete the gateway session; an aborted episode's in-flight engine calls are aborted first."""
     try:
@@ -103,7 +121,7 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
     async with slots:
         episode.started = time.monotonic()
         try:
-            base_url = await runtime.call(runtime.gateway.create_session, sid, dict(episode.sampling))
+            base_url = await _open_session(runtime, sid, dict(episode.sampling))
         except Exception as exc:
             return _failed(
                 episode, "gateway_error", f"gateway could not create the session: {type(exc).__name__}: {exc}"
@@ -113,7 +131,7 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
         try:
             request = EpisodeRequest(metadata, sid, episode.input_id, base_url, episode.sampling)
             outcome = await runtime.runner.run_episode(request)
-            traces = list(await runtime.call(runtime.gateway.traces, sid))
+            traces = await _take_traces(runtime, sid)
         except asyncio.CancelledError:
             aborted = True
             raise

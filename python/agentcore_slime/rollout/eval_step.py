@@ -44,8 +44,10 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
     started = time.monotonic()
     specs = eval_specs(args)
     episodes: list[_Episode] = []
+    # one input id (one S3 prefix) for every dataset of the step: one LIST finds all their
+    # results, so polling does not grow with the number of datasets (issue 28)
+    input_id = _input_id("eval", rollout_id)
     for slot, spec in enumerate(specs):
-        input_id = _input_id("eval", rollout_id, spec.name)
         spec_rows = await _eval_rows(runtime, spec)
         if not spec_rows:
             # slime logs eval/<name> = sum(rewards) / len(rewards) (slime/ray/rollout.py:1267 at

@@ -43,7 +43,9 @@ class GatewayLike(Protocol):
     """The part of ``agentcore_slime.gateway.GatewayProcess`` the rollout uses.
 
     A gateway may also have ``ensure_running()`` (restart a dead gateway process): the rollout
-    calls it, when there, at the start of every step.
+    calls it, when there, at the start of every step. It may also have ``submit_create`` and
+    ``submit_finish`` (``GatewayProcess``: batched operations returning futures; finish = traces
+    and delete in one): an episode then awaits them instead of a pool thread.
     """
 
     def create_session(self, session_id: str, sampling_params: dict[str, Any]) -> str: ...

@@ -128,3 +128,64 @@ class LocalS3:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class S3Proxy:
+    """A forwarding proxy in front of :class:`LocalS3` that plays S3's latency and faults.
+
+    Every request goes to the server unchanged; a GET of an object (a path below the bucket,
+    not a LIST of the bucket) waits ``get_delay`` seconds first, and ``faults[key]`` (a list of
+    HTTP statuses) answers that key's next GETs with those statuses and an S3 error body
+    (``503`` SlowDown, ``403`` AccessDenied, ...) before it is served. ``gets`` counts object
+    GETs by key. Point boto3 at :attr:`url` (``AWS_ENDPOINT_URL_S3``).
+    """
+
+    CODES = {403: "AccessDenied", 404: "NoSuchKey", 500: "InternalError", 503: "SlowDown"}
+
+    def __init__(self, target: str, get_delay: float = 0.0) -> None:
+        from aiohttp import web
+
+        from fakes.http import ThreadedAiohttpServer
+
+        self.target = target
+        self.get_delay = get_delay
+        self.faults: dict[str, list[int]] = {}
+        self.gets: dict[str, int] = {}
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        self._server = ThreadedAiohttpServer(app, name="s3-proxy")
+        self.url = ""
+
+    def __enter__(self) -> S3Proxy:
+        self.url = self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop()
+
+    async def _forward(self, request: Any) -> Any:
+        import asyncio
+
+        import aiohttp
+        from aiohttp import web
+
+        body = await request.read()
+        parts = request.path.strip("/").split("/", 1)
+        if request.method == "GET" and len(parts) == 2:  # a LIST is GET /bucket?list-type=2
+            key = parts[1]
+            self.gets[key] = self.gets.get(key, 0) + 1
+            await asyncio.sleep(self.get_delay)
+            pending = self.faults.get(key)
+            if pending:
+                status = pending.pop(0)
+                code = self.CODES.get(status, "Error")
+                xml = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>fault</Message></Error>"
+                return web.Response(status=status, body=xml.encode(), content_type="application/xml")
+        hop = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in hop}
+        async with aiohttp.ClientSession(auto_decompress=False) as http:
+            url = self.target + request.path_qs
+            async with http.request(request.method, url, headers=headers, data=body) as reply:
+                data = await reply.read()
+                out = {k: v for k, v in reply.headers.items() if k.lower() not in hop}
+                return web.Response(status=reply.status, body=data, headers=out)

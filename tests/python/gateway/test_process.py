@@ -357,3 +357,108 @@ def test_the_gateway_process_defers_full_collections_to_idle_moments(
     assert stats["gc_thresholds"][0] == gc.get_threshold()[0]  # young ones unchanged
     assert stats["gc_thresholds"][1] == YOUNG_COLLECTIONS_PER_MIDDLE < gc.get_threshold()[1]
     assert gc.get_threshold()[2] != FULL_COLLECTIONS_DEFERRED  # the parent's policy is its own
+
+
+# --- issue 29: session operations in batches; finish = traces + delete in one operation
+
+
+def test_finish_session_hands_over_the_exact_traces_and_deletes_the_session(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    fake, script = engine
+    script.replies += ["hello"]
+    gateway = start(fake.url)
+    base = gateway.create_session("s-1", {})
+    _chat(base, [{"role": "user", "content": "hi"}])
+    expected = gateway.traces("s-1")  # the separate route, for comparison
+    assert [t.prompt_token_ids for t in expected] == [fake.requests[-1]["input_ids"]]
+    assert gateway.finish_session("s-1") == expected
+    requests = gateway.batch_requests
+    gateway.delete_session("s-1")  # finished: nothing is held, nothing is sent
+    assert gateway.batch_requests == requests
+    with pytest.raises(KeyError, match="unknown session 's-1'"):
+        gateway.finish_session("s-1")
+    with pytest.raises(KeyError, match="unknown session 's-1'"):
+        gateway.traces("s-1")
+    assert _chat_status(base) == 404  # the agent's next call finds no session
+
+
+def _chat_status(base: str) -> int:
+    body = {"model": "default", "messages": [{"role": "user", "content": "again"}]}
+    return httpx.post(f"{base}/chat/completions", json=body, trust_env=False, timeout=10).status_code
+
+
+def test_many_episodes_at_once_share_a_few_batch_requests(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    """300 sessions opened and finished from 300 threads at once: each operation gets its own
+    result (a bad id its own error), in far fewer requests than operations."""
+    fake, _ = engine
+    gateway = start(fake.url)
+    barrier = threading.Barrier(300)
+
+    def episode(number: int) -> str:
+        barrier.wait()
+        sid = f"s-{number}" if number != 7 else "bad id"
+        try:
+            base = gateway.create_session(sid, {"temperature": 0.5})
+        except ValueError as err:
+            barrier.wait()
+            return f"error: {err}"
+        barrier.wait()  # every session open: the finishes come together too
+        assert gateway.finish_session(sid) == []
+        return base
+
+    with ThreadPoolExecutor(300) as pool:
+        bases = list(pool.map(episode, range(300)))
+    assert bases[7].startswith("error: bad session request: session id 'bad id' must match")
+    assert [b for n, b in enumerate(bases) if n != 7] == [
+        f"{gateway.url}/sessions/s-{n}/v1" for n in range(300) if n != 7
+    ]
+    assert gateway.stats()["sessions"] == 0
+    assert gateway.batch_requests < 200  # 600 operations; one request each would be 600
+
+
+def test_a_batch_in_flight_when_the_child_dies_fails_every_operation_clearly(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    fake, _ = engine
+    gateway = start(fake.url)
+    for number in range(50):
+        gateway.create_session(f"s-{number}", {})
+    pid = gateway.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # the child holds the next batch unanswered...
+    try:
+        with ThreadPoolExecutor(50) as pool:
+            futures = [pool.submit(gateway.finish_session, f"s-{n}") for n in range(50)]
+            time.sleep(0.5)
+            os.kill(pid, signal.SIGKILL)  # ...and dies with it
+            errors = [f.exception(30) for f in futures]
+    finally:
+        if not _gone(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert all(isinstance(e, GatewayProcessDied) for e in errors), errors
+    assert all(f"(pid {pid}) died: killed by SIGKILL" in str(e) for e in errors)
+
+
+def test_the_batch_route_needs_the_secret_and_well_formed_operations(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    fake, _ = engine
+    gateway = start(fake.url)
+    url = f"{gateway.url}/admin/batch"
+    ops = {"ops": [{"op": "create", "session_id": "s-1"}]}
+    assert httpx.post(url, json=ops, trust_env=False, timeout=10).status_code == 401  # no secret
+    headers = gateway.admin_headers
+    for bad in (b"not json", b'{"ops": 3}', b'{"ops": [1]}', b"{}"):
+        reply = httpx.post(url, content=bad, headers=headers, trust_env=False, timeout=10)
+        assert reply.status_code == 400 and "bad batch request" in reply.text
+    from agentcore_slime.gateway import trace_wire
+
+    reply = httpx.post(url, json={"ops": [{"op": "explode", "session_id": "s-1"}]}, headers=headers,
+                       trust_env=False, timeout=10)
+    [(result, blob)] = trace_wire.decode_batch(reply.content)
+    assert result["status"] == 400 and "unknown operation 'explode'" in result["message"] and blob is None
+    assert gateway.stats()["sessions"] == 0
+

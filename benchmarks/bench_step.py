@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""Benchmark: a whole training step at N concurrent episodes; it should return when its last episode does.
+
+Usage:
+    .venv/bin/python benchmarks/bench_step.py [--episodes 256] [--delay 3.0] [--calls 3]
+        [--s3-latency 0.02,0.05] [--steps 2] [--py-spy FILE]
+
+Real parts, unchanged: slime's call of ``generate_rollout`` (the slime stand-in's types and a
+data source handing out groups of 8 copies of a prompt), the rollout's runtime with its
+production factories (``default_gateway_factory``: the gateway in its own process, driven
+through ``GatewayProcess``; ``make_runner``: the local transport and the S3 result watcher),
+boto3. Stand-ins, each in a process of its own and speaking the real protocol over loopback:
+
+- the engine: ``fakes.sglang_server.FakeSGLang`` (SGLang's ``/generate``) answering every call
+  after ``--delay`` s with a short constant reply (the delay stands for generation);
+- the agent: a light aiohttp server on the local-agent wire (``POST /invocations`` with the
+  session header, immediate reply), which makes ``--calls`` chat calls in a row to the
+  session's base URL and then PUTs its result object to S3 (boto3), as ``AgentCoreRLApp`` does;
+- S3: moto's server (``fakes.s3.LocalS3(process=True)``), behind a small forwarding proxy that
+  holds every S3 request ``--s3-latency`` seconds (uniform between the two figures; real S3
+  answers a GET in 20-50 ms): with it a result reader that serializes GETs behind a few
+  threads shows up in the tail.
+
+The ACR TPS quota is lifted (``ACR_TPS_LIMIT`` 1,000,000): at the tests' 1,000/s the pacing
+alone would spread 1,024 invocations over a second. All episodes start together and end
+together (``--delay`` is fixed), the common case of a
+group of one prompt. Step 1 starts the gateway; the figures are those of the last step
+(``--steps``, default 2). Printed, one JSON line per figure and a summary table:
+
+- ``step``: ``generate_rollout``'s wall time; ``ideal``: ``--calls`` x ``--delay``;
+- ``ramp``: step start -> the last episode's invocation reached the agent;
+- ``excess`` per episode: its invocation-to-result-written time minus the ideal (p50, max);
+- ``tail``: the last result written (PUT returned) -> ``generate_rollout`` returned;
+- the rollout process's CPU per episode: session management (``GatewayProcess`` session
+  calls, timed on the calling thread, plus the threads it runs of its own) and result reading
+  (the result watcher's threads: LIST, GET, parse), and the whole process's.
+
+``--py-spy FILE`` records the rollout process during the measured step (``py-spy record``,
+raw collapsed stacks; install py-spy from PyPI). The machine here is shared by other jobs:
+compare ratios (step / ideal), not seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import multiprocessing as mp
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests" / "python"
+sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
+
+GROUP = 8  # episodes per prompt group
+#: (module, class, method) whose time on the calling thread is session management
+SESSION_CALLS = [
+    ("agentcore_slime.gateway.process", "GatewayProcess", name)
+    for name in ("create_session", "traces", "delete_session", "abort_session", "finish_session")
+]
+#: thread-name prefixes whose CPU is session management / result reading
+SESSION_THREADS = ("agentcore-gateway-channel",)
+RESULT_THREADS = ("agentcore-s3",)
+
+
+# ----------------------------------------------------------------------------- engine process
+def _engine_main(model_dir: str, delay: float, ready: Any, stop: Any) -> None:
+    from fakes.sglang_server import Completion, FakeSGLang
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    stop_id = tok.convert_tokens_to_ids("<|im_end|>")
+    ids = [*tok.encode("The answer is 4.", add_special_tokens=False), stop_id]
+    fake = FakeSGLang(
+        lambda prompt_ids, params: Completion(ids, {"type": "stop", "matched": stop_id}),
+        delay=delay,
+        context_length=131072,
+        keep_requests=False,
+    )
+    ready.put(fake.start())
+    stop.wait()
+    fake.stop()
+
+
+# ----------------------------------------------------------------------------- agent process
+def _agent_main(calls: int, s3_env: dict[str, str], ready: Any, stop: Any) -> None:
+    """The light agent: immediate reply, ``calls`` chat calls, then its result PUT to S3."""
+    os.environ.update(s3_env)
+    from concurrent.futures import ThreadPoolExecutor
+
+    import aiohttp
+    import boto3
+    from aiohttp import web
+    from botocore.config import Config
+
+    s3 = boto3.client("s3", config=Config(max_pool_connections=128))
+    puts = ThreadPoolExecutor(max_workers=128)
+    episodes: list[dict[str, float]] = []
+    tasks: set[asyncio.Task[None]] = set()
+    state: dict[str, Any] = {}
+
+    async def episode(payload: dict[str, Any], sid: str) -> None:
+        rollout = payload["_rollout"]
+        times = {"invoked": time.time()}
+        messages = [{"role": "user", "content": f"What is 2+2? ({payload.get('q')})"}]
+        ok = True
+        for number in range(calls):
+            body = {"model": rollout["model_id"], "messages": messages, "max_tokens": 16}
+            async with state["http"].post(rollout["base_url"] + "/chat/completions", json=body) as reply:
+                answer = await reply.json()
+            if number == 0:
+                times["first_call"] = time.time()
+            if "choices" not in answer:
+                ok = False
+                break
+            messages += [answer["choices"][0]["message"], {"role": "user", "content": "Are you sure?"}]
+        key = f"{rollout['exp_id']}/{rollout['input_id']}/{sid}.json"
+        result = {"rewards": 1.0 if ok else 0.0, "status_code": 200, "result_key": key}
+        await asyncio.get_running_loop().run_in_executor(
+            puts,
+            lambda: s3.put_object(Bucket=rollout["s3_bucket"], Key=key, Body=json.dumps(result).encode()),
+        )
+        times["written"] = time.time()
+        episodes.append(times)
+
+    async def invocations(request: web.Request) -> web.Response:
+        payload = await request.json()
+        sid = request.headers["X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"]
+        task = asyncio.create_task(episode(payload, sid))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return web.json_response({"status": "started"})
+
+    async def stats(request: web.Request) -> web.Response:
+        taken = list(episodes)
+        episodes.clear()
+        return web.json_response(taken)
+
+    async def main() -> None:
+        state["http"] = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), timeout=aiohttp.ClientTimeout(total=600)
+        )
+        app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_post("/invocations", invocations)
+        app.router.add_get("/stats", stats)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        ready.put(f"http://127.0.0.1:{port}")
+        while not stop.is_set():
+            await asyncio.sleep(0.2)
+        await state["http"].close()
+        await runner.cleanup()
+
+    asyncio.run(main())
+
+
+# ----------------------------------------------------------------------------- S3 latency proxy
+def _proxy_main(target: str, low: float, high: float, ready: Any, stop: Any) -> None:
+    """Forwards every request to moto after ``uniform(low, high)`` seconds (S3's own latency)."""
+    import aiohttp
+    from aiohttp import web
+
+    hop = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
+    state: dict[str, Any] = {}
+
+    async def forward(request: web.Request) -> web.Response:
+        body = await request.read()
+        await asyncio.sleep(random.uniform(low, high))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in hop}
+        async with state["http"].request(
+            request.method, target + request.path_qs, headers=headers, data=body
+        ) as reply:
+            data = await reply.read()
+            out = {k: v for k, v in reply.headers.items() if k.lower() not in hop}
+            return web.Response(status=reply.status, body=data, headers=out)
+
+    async def main() -> None:
+        state["http"] = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0), auto_decompress=False
+        )
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", forward)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        ready.put(f"http://127.0.0.1:{port}")
+        while not stop.is_set():
+            await asyncio.sleep(0.2)
+        await state["http"].close()
+        await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def _start(target: Callable[..., None], *args: Any) -> tuple[Any, str, Any]:
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=target, args=(*args, ready, stop), daemon=True)
+    proc.start()
+    return proc, str(ready.get(timeout=120)), stop
+
+
+# ----------------------------------------------------------------------------- CPU accounting
+class CpuMeter:
+    """CPU of this process: the session calls (on their calling threads) and named threads."""
+
+    def __init__(self) -> None:
+        self.session_seconds = 0.0
+        self._lock = threading.Lock()
+        for module_name, class_name, method in SESSION_CALLS:
+            module = __import__(module_name, fromlist=[class_name])
+            cls = getattr(module, class_name)
+            if hasattr(cls, method):
+                setattr(cls, method, self._timed(getattr(cls, method)))
+
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            begin = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - begin
+                with self._lock:
+                    self.session_seconds += spent
+
+        return timed
+
+    @staticmethod
+    def threads() -> dict[str, float]:
+        """CPU seconds by thread-name prefix (the name up to its last ``_``/``-<digits>``)."""
+        out: dict[str, float] = {}
+        for thread in threading.enumerate():
+            if thread.ident is None:
+                continue
+            try:
+                seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except (OSError, ProcessLookupError):
+                continue
+            out[thread.name] = out.get(thread.name, 0.0) + seconds
+        return out
+
+    def snapshot(self) -> tuple[float, float, dict[str, float]]:
+        return time.process_time(), self.session_seconds, self.threads()
+
+
+def _by_prefix(before: dict[str, float], after: dict[str, float], prefixes: tuple[str, ...]) -> float:
+    return sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(prefixes))
+
+
+# ----------------------------------------------------------------------------- the step
+def _args(agent_url: str, bucket: str, model_dir: str, engine_url: str, episodes: int) -> Any:
+    from shim.standins import make_args
+
+    return make_args(
+        agent_url=agent_url,
+        s3_bucket=bucket,
+        exp_id="bench-step",
+        hf_checkpoint=model_dir,
+        sglang_router_ip="127.0.0.1",
+        sglang_router_port=int(engine_url.rsplit(":", 1)[1]),
+        gateway_host="127.0.0.1",
+        acr_timeout=600,
+        acr_tps_limit=1_000_000,  # the ACR TPS quota lifted: the pacing is not what is measured
+        max_concurrent=episodes,
+        result_poll_interval=0.25,  # the production default
+        rollout_batch_size=episodes // GROUP,
+        n_samples_per_prompt=GROUP,
+        rollout_max_response_len=64,
+        custom_config_path=None,
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def run(options: argparse.Namespace) -> dict[str, float]:
+    import httpx
+    from agentcore_slime import rollout
+    from agentcore_slime.rollout import runtime
+    from fakes.data_source import ListDataSource
+    from fakes.s3 import LocalS3
+    from fakes.toy_tokenizer import build_toy_tokenizer
+
+    meter = CpuMeter()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-step-"))
+    model_dir = str(build_toy_tokenizer(workdir / "toy-model"))
+    stops: list[Any] = []
+    procs: list[Any] = []
+    spy: subprocess.Popen[bytes] | None = None
+    try:
+        with LocalS3(process=True) as local_s3:
+            bucket = local_s3.create_bucket()
+            s3_url = local_s3.url
+            low, high = options.s3_latency
+            if high > 0:
+                proc, s3_url, stop = _start(_proxy_main, local_s3.url, low, high)
+                procs.append(proc)
+                stops.append(stop)
+            s3_env = {**local_s3.env(), "AWS_ENDPOINT_URL_S3": s3_url}
+            os.environ.update(s3_env)
+            proc, engine_url, stop = _start(_engine_main, model_dir, options.delay)
+            procs.append(proc)
+            stops.append(stop)
+            proc, agent_url, stop = _start(_agent_main, options.calls, s3_env)
+            procs.append(proc)
+            stops.append(stop)
+
+            args = _args(agent_url, bucket, model_dir, engine_url, options.episodes)
+            rows = [{"prompt": f"q{i}", "metadata": {"q": i}} for i in range(options.episodes // GROUP)]
+            source = ListDataSource(rows, GROUP)
+            state = runtime._STATE
+            state.reset()
+            state.gateway_factory = runtime.default_gateway_factory
+            figures: dict[str, float] = {}
+            try:
+                for step in range(options.steps):
+                    last = step == options.steps - 1
+                    if last and options.py_spy:
+                        spy = subprocess.Popen(
+                            ["py-spy", "record", "-p", str(os.getpid()), "--format", "raw", "-r", "50",
+                             "-o", options.py_spy, "--nonblocking", "--threads"],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                        time.sleep(1.0)
+                    cpu0, session0, threads0 = meter.snapshot()
+                    started = time.time()
+                    output = rollout.generate_rollout(args, step, source)
+                    returned = time.time()
+                    cpu1, session1, threads1 = meter.snapshot()
+                    samples = [s for group in output.samples for s in group]
+                    episodes = httpx.get(agent_url + "/stats", timeout=60).json()
+                    if len(episodes) != options.episodes or len(samples) < options.episodes:
+                        raise RuntimeError(f"step {step}: {len(episodes)} episodes, {len(samples)} samples")
+                    if not all(s.reward == 1.0 for s in samples):
+                        rewards = [s.reward for s in samples][:8]
+                        raise RuntimeError(f"step {step}: an episode failed (rewards {rewards})")
+                    if not last:
+                        continue
+                    ideal = options.calls * options.delay
+                    excess = [e["written"] - e["invoked"] - ideal for e in episodes]
+                    n = options.episodes
+                    figures = {
+                        "step": returned - started,
+                        "ideal": ideal,
+                        "ratio": (returned - started) / ideal,
+                        "ramp": max(e["invoked"] for e in episodes) - started,
+                        "excess_p50": statistics.median(excess),
+                        "excess_max": max(excess),
+                        "tail": returned - max(e["written"] for e in episodes),
+                        "cpu_session_ms": 1000
+                        * (session1 - session0 + _by_prefix(threads0, threads1, SESSION_THREADS))
+                        / n,
+                        "cpu_results_ms": 1000 * _by_prefix(threads0, threads1, RESULT_THREADS) / n,
+                        "cpu_process_ms": 1000 * (cpu1 - cpu0) / n,
+                    }
+                    busiest = sorted(
+                        ((v - threads0.get(k, 0.0), k) for k, v in threads1.items()), reverse=True
+                    )[:6]
+                    figures["threads"] = {k: round(v, 3) for v, k in busiest}  # type: ignore[assignment]
+            finally:
+                if spy is not None:
+                    spy.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
+                    spy.wait(30)
+                state.reset()
+    finally:
+        for stop in stops:
+            stop.set()
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return figures
+
+
+def _latency(text: str) -> tuple[float, float]:
+    parts = [float(p) for p in text.split(",")]
+    if len(parts) == 1:
+        parts *= 2
+    if len(parts) != 2 or not 0 <= parts[0] <= parts[1]:
+        raise argparse.ArgumentTypeError("--s3-latency: LOW,HIGH seconds (e.g. 0.02,0.05), or 0")
+    return parts[0], parts[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--episodes", type=int, default=256, help=f"episodes per step (a multiple of {GROUP})"
+    )
+    parser.add_argument("--delay", type=float, default=3.0, help="seconds the engine takes per call")
+    parser.add_argument("--calls", type=int, default=3, help="model calls per episode")
+    parser.add_argument(
+        "--s3-latency", type=_latency, default=(0.02, 0.05), help="LOW,HIGH s per S3 request; 0: none"
+    )
+    parser.add_argument("--steps", type=int, default=2, help="steps to run; the last one is measured")
+    parser.add_argument("--py-spy", default="", help="record the measured step with py-spy into this file")
+    options = parser.parse_args(argv)
+    if options.episodes < GROUP or options.episodes % GROUP:
+        parser.error(f"--episodes must be a positive multiple of {GROUP}")
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    figures = run(options)
+    threads = figures.pop("threads")
+    for name, value in figures.items():
+        print(json.dumps({"figure": name, "episodes": options.episodes, "value": round(value, 4)}))
+    print(json.dumps({"figure": "busiest_threads_cpu_s", "episodes": options.episodes, "value": threads}))
+    print(
+        f"| {options.episodes} | {figures['step']:.2f} s | {figures['ideal']:g} s | "
+        f"{figures['ratio']:.3f}x | "
+        f"{figures['ramp']:.2f} s | {figures['excess_p50']:.2f} / {figures['excess_max']:.2f} s | "
+        f"{figures['tail']:.2f} s | {figures['cpu_session_ms']:.2f} ms | "
+        f"{figures['cpu_results_ms']:.2f} ms | "
+        f"{figures['cpu_process_ms']:.2f} ms |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

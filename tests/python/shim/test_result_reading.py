@@ -1,0 +1,118 @@
+"""Reading the agents' result objects (issue 29) and polling several prefixes (issue 28).
+
+Real boto3 against moto's S3 server, through :class:`fakes.s3.S3Proxy` where S3's latency or
+faults matter; the watcher is the production :class:`ResultWatcher` with the pool size the
+runner gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import boto3
+import pytest
+from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher
+from fakes.s3 import LocalS3, S3Proxy
+
+
+def _put(local_s3: LocalS3, bucket: str, keys: list[str]) -> None:
+    client = local_s3.client()
+    for key in keys:
+        client.put_object(Bucket=bucket, Key=key, Body=json.dumps({"rewards": 1.0, "key": key}).encode())
+
+
+def _watch(url: str, bucket: str, keys: list[str], **settings: Any) -> tuple[list[Any], ResultWatcher, float]:
+    """Watch ``keys`` until every one resolves; their results (or errors), the watcher, seconds."""
+    s3 = boto3.client("s3", endpoint_url=url)
+
+    async def main() -> tuple[list[Any], ResultWatcher, float]:
+        with ThreadPoolExecutor(RESULT_THREADS) as pool:
+            watcher = ResultWatcher(s3, bucket, pool, poll_interval=0.05, **settings)
+            started = time.monotonic()
+            try:
+                out = await asyncio.gather(*(watcher.watch(k) for k in keys), return_exceptions=True)
+                return list(out), watcher, time.monotonic() - started
+            finally:
+                await watcher.close()
+
+    return asyncio.run(main())
+
+
+def test_a_burst_of_results_is_not_read_through_a_few_threads(local_s3: LocalS3, s3_bucket: str) -> None:
+    """120 results already written, each GET taking 0.25 s (S3's latency, exaggerated): read
+    through the watcher's 8 threads that is 120 / 8 x 0.25 = 3.75 s; concurrent GETs take ~0.3 s."""
+    keys = [f"exp/step-1/{uuid.uuid4()}.json" for _ in range(120)]
+    _put(local_s3, s3_bucket, keys)
+    with S3Proxy(local_s3.url, get_delay=0.25) as proxy:
+        results, watcher, seconds = _watch(proxy.url, s3_bucket, keys)
+    assert [r["key"] for r in results] == keys
+    assert watcher.get_requests == 120 and sum(proxy.gets.values()) == 120
+    assert seconds < 2.0, f"{seconds:.2f} s: the GETs were serialized"
+
+
+def test_throttled_gets_are_retried_and_refused_ones_are_not(local_s3: LocalS3, s3_bucket: str) -> None:
+    slow, denied = "exp/step-1/slow.json", "exp/step-1/denied.json"
+    _put(local_s3, s3_bucket, [slow, denied])
+    with S3Proxy(local_s3.url) as proxy:
+        proxy.faults = {slow: [503, 500], denied: [403]}
+        [ok, refused], _, _ = _watch(proxy.url, s3_bucket, [slow, denied])
+    assert ok["key"] == slow and proxy.gets[slow] == 3  # two faults, then the object
+    assert isinstance(refused, RuntimeError) and "AccessDenied" in str(refused)
+    assert proxy.gets[denied] == 1
+
+
+def test_several_prefixes_share_one_list_budget(local_s3: LocalS3, s3_bucket: str) -> None:
+    """Three prefixes (an eval step over three datasets, each with an input id of its own) poll
+    at most ``max_list_rate`` LISTs/s together, not three times that."""
+    keys = [f"exp/eval-1-{n % 3}/{uuid.uuid4()}.json" for n in range(30)]
+    s3 = boto3.client("s3", endpoint_url=local_s3.url)
+
+    async def main() -> tuple[ResultWatcher, float, list[Any]]:
+        with ThreadPoolExecutor(RESULT_THREADS) as pool:
+            watcher = ResultWatcher(s3, s3_bucket, pool, poll_interval=0.05, max_list_rate=4.0)
+            futures = [watcher.watch(k) for k in keys]
+            started = time.monotonic()
+            await asyncio.sleep(2.0)  # nothing written yet: only polling
+            lists, seconds = watcher.list_requests, time.monotonic() - started
+            await asyncio.to_thread(_put, local_s3, s3_bucket, keys)
+            results = await asyncio.wait_for(asyncio.gather(*futures), 10)
+            await watcher.close()
+            return watcher, lists / seconds, results
+
+    watcher, rate, results = asyncio.run(main())
+    assert rate <= 4.0 + 1.5, f"{rate:.1f} LIST/s over three prefixes"  # 3 x 4 = 12 before
+    assert [r["key"] for r in results] == keys
+
+
+@pytest.fixture
+def local_s3() -> Any:
+    with LocalS3() as server:
+        yield server
+
+
+def test_an_eval_step_over_two_datasets_writes_under_one_prefix(
+    s3_bucket: str, agents: Any, shim_state: Any, tmp_path: Any
+) -> None:
+    """One input id for every dataset of an eval step: one LIST per cycle finds all their results."""
+    from agentcore_slime import rollout
+    from slime.utils.eval_config import EvalDatasetConfig
+
+    from shim.test_rollout import behaviour_for, rows, train_args, write_jsonl
+
+    agent = agents.start(behaviour_for)
+    datasets = [
+        EvalDatasetConfig(name="math", path=write_jsonl(tmp_path / "math.jsonl", rows("ok", "ok"))),
+        EvalDatasetConfig(name="more", path=write_jsonl(tmp_path / "more.jsonl", rows("ok"))),
+    ]
+    output = rollout.generate_rollout(
+        train_args(s3_bucket, agent.url, eval_datasets=datasets, acr_timeout=5), 7, None, evaluation=True
+    )
+    assert len(output.data["math"]["rewards"]) == 2 and len(output.data["more"]["rewards"]) == 1
+    input_ids = {payload["_rollout"]["input_id"] for _, payload in agent.invocations}
+    assert len(agent.invocations) == 3 and len(input_ids) == 1
+    assert next(iter(input_ids)).startswith("eval-7-")
