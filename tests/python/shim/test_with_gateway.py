@@ -137,3 +137,41 @@ def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_
     finally:
         runtime._STATE.reset()
         agent.stop()
+
+
+def test_a_step_through_the_real_gateway_costs_the_model_applied_to_its_episodes(
+    s3_bucket: str, local_s3: LocalS3, engine: tuple[Path, FakeSGLang, Any], tmp_path: Path
+) -> None:
+    """Issue 26 through the real gateway process: each agent reports what it spent; one session
+    is capped by MAX_CALLS_PER_EPISODE (its second call gets the gateway's short final reply,
+    which the engine never sees). metrics.jsonl's cost by part is the model (agentcore_slime.cost)
+    applied to the step's episodes, and the capped episode is counted as such, not as a failure."""
+    from agentcore_slime.cost import Rates
+
+    model_dir, fake, _ = engine
+    chat = Behaviour(result={"rewards": 1.0, "cost_usd": 0.125}, chat=["What is 2+2?", "Are you sure?"])
+    agent = StandinAgent(lambda payload, sid: chat, local_s3.client())
+    agent.start()
+    runtime._STATE.reset()
+    try:
+        args = _args_for(
+            agent, s3_bucket, model_dir, fake, rollout_batch_size=1, n_samples_per_prompt=2,
+            custom_config_path=str(tmp_path / "toolkit.yaml"), node_hour_usd=36.0, num_nodes=2,
+            max_calls_per_episode=1,
+        )  # fmt: skip
+        before = len(fake.requests)
+        rollout.generate_rollout(args, 0, ListDataSource([{"prompt": "q", "metadata": {"q": 1}}], 2))
+    finally:
+        runtime._STATE.reset()
+        agent.stop()
+    assert len(fake.requests) - before == 2  # one sampled call per episode: the second was capped
+    [line] = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    cost, rates = line["cost"], Rates(node_hour_usd=36.0, num_nodes=2)
+    step = cost["step"]
+    assert line["episodes"]["failed"] == 0 and cost["capped_episodes"] == 2
+    assert step["agent_usd"] == pytest.approx(2 * 0.125)
+    assert step["acr_usd"] == pytest.approx(line["session_seconds"] * rates.acr_estimate_per_second)
+    assert step["acr_upper_usd"] == pytest.approx(line["session_seconds"] * rates.acr_upper_per_second)
+    assert step["gpu_usd"] == pytest.approx(36.0 * 2 * cost["gpu_seconds"] / 3600)
+    assert step["total_usd"] == pytest.approx(step["gpu_usd"] + step["agent_usd"] + step["acr_usd"])
+    assert cost["per_successful_episode_usd"] == pytest.approx(step["total_usd"] / 2)
