@@ -420,10 +420,13 @@ wait_for_gpus() { # <num-nodes> <gpus-per-node> <timeout-seconds>
 # watch_worker_nodes: in the background, report every node that dies during the run
 # (polled every TOOLKIT_NODE_POLL seconds, default 10), with its address.
 watch_worker_nodes() {
+  local script=$BASHPID
   (
     trap - INT TERM EXIT
     local reported=" " state ip n role id
-    while sleep "${TOOLKIT_NODE_POLL:-10}" >/dev/null 2>&1; do
+    # the watch ends with the script that started it: a SIGKILLed train.sh runs no trap that
+    # stops it, and an orphaned watch would poll Ray (a python process each time) forever
+    while is_live "$script" && sleep "${TOOLKIT_NODE_POLL:-10}" >/dev/null 2>&1; do
       while read -r state ip n role id; do
         [[ $state == DEAD && $reported != *" $id "* ]] || continue
         reported+="$id "

@@ -302,6 +302,28 @@ exit 0'
   ((both == 0)) || flunk "$both of 50 trials had an evaluation and a training run on the same GPUs"
 }
 
+@test "watch_worker_nodes: the head's node watch ends with its script (SIGKILL runs no trap: no orphan polling Ray)" {
+  {
+    script_prelude
+    echo "cluster_nodes() { echo poll >>'$WORK/polls'; }"
+    echo "TOOLKIT_NODE_POLL=0.1 watch_worker_nodes"
+    echo "echo \$TOOLKIT_WATCH_PID >'$WORK/watch'"
+    echo "while :; do /bin/sleep 0.1; done"
+  } >"$WORK/head.sh"
+  bash "$WORK/head.sh" 2>/dev/null &
+  local head=$! watch i
+  wait_for_file "$WORK/watch"
+  watch=$(cat "$WORK/watch")
+  wait_for_file "$WORK/polls"
+  kill -KILL "$head"
+  wait "$head" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do is_live "$watch" || break; /bin/sleep 0.1; done
+  if is_live "$watch"; then
+    kill "$watch"
+    flunk "the node watch ($watch) outlived its script by 5 s"
+  fi
+}
+
 @test "the run lock is not inherited: a child that outlives the script (ray start --block, the watch) holds nothing" {
   {
     script_prelude
