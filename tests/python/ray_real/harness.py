@@ -214,6 +214,7 @@ class Run:
                 self._append(line)
         except (ValueError, OSError):
             return  # the pipe was closed under the reader (the run was stopped): its output ends here
+        self.proc.stdout.close()  # its output ended: closed even when a test never calls finish()
 
     def _read_fd(self) -> None:
         assert self.master is not None
