@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 from agentcore_slime import episodes as agent_episodes
 from agentcore_slime.cost import AGENT_COST_KEY, reported_cost
 from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, new_session_id
+from agentcore_slime.episodes.deadline import EVAL_TIMEOUT, cut_reason, finish_by
 from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.gateway.trace import CallTrace
 
@@ -30,8 +31,6 @@ T = TypeVar("T")
 #: every failure is infrastructure, an agent that crashed included (its crash does not say
 #: whether the policy or the agent's environment caused it) - the boundary training draws.
 INFRASTRUCTURE = "infrastructure"
-#: the reason code of an episode cut at the evaluation's deadline (EVAL_TIMEOUT)
-EVAL_TIMEOUT = "eval_timeout"
 
 #: reason prefixes (as the launcher and this module word them) -> reason code (training's codes)
 _REASONS: tuple[tuple[str, str], ...] = (
@@ -259,19 +258,13 @@ async def run_all(
         return episode
 
     keys = [(r, s, new_session_id()) for r in range(len(rows)) for s in range(n_samples)]
-    tasks = [asyncio.create_task(one(r, s, rows[r], sid)) for r, s, sid in keys]
-    if not tasks:
-        return []
-    _, pending = await asyncio.wait(tasks, timeout=limit)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-    reason = f"eval_timeout: still running when EVAL_TIMEOUT={limit}s ended (the evaluation's tail cut)"
+    done = await finish_by([one(r, s, rows[r], sid) for r, s, sid in keys], limit)
+    reason = cut_reason(limit, "the evaluation's tail cut")
     return [
         Episode(r, s, sid, None, INFRASTRUCTURE, EVAL_TIMEOUT, reason, 0, 0, 0, False, limit or 0.0)
-        if task in pending
-        else task.result()
-        for task, (r, s, sid) in zip(tasks, keys, strict=True)
+        if episode is None
+        else episode
+        for episode, (r, s, sid) in zip(done, keys, strict=True)
     ]
 
 

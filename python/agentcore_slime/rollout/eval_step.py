@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from agentcore_slime.datasets import EvalRow, EvalSpec, eval_specs, load_rows
+from agentcore_slime.episodes.deadline import EVAL_TIMEOUT, cut_reason, finish_by
 from agentcore_slime.observe.figures import eval_figures, slime_value
 from agentcore_slime.rollout.episode import _Episode, _failed, _input_id, _Result, _run_episode
 from agentcore_slime.rollout.record import _log_summary, _record_step, charges
@@ -83,25 +84,15 @@ async def _eval_step(runtime: Runtime, args: Any, rollout_id: int) -> Any:
     return RolloutFnEvalOutput(data=data, metrics=metrics)
 
 
-#: the reason code of an eval episode cut at the step's deadline (EVAL_TIMEOUT)
-EVAL_TIMEOUT_CODE = "eval_timeout"
-
-
 async def _run_until(runtime: Runtime, episodes: list[_Episode], limit: float | None) -> list[_Result]:
     """Every episode, at most ``max_concurrent`` at once; those not done ``limit`` seconds from
-    now are cancelled (their sessions ended) and fail with :data:`EVAL_TIMEOUT_CODE`."""
+    now are cancelled (their sessions ended) and fail with :data:`EVAL_TIMEOUT`."""
     slots = asyncio.Semaphore(runtime.config.max_concurrent)
-    tasks = [asyncio.create_task(_run_episode(runtime, e, slots)) for e in episodes]
-    if not tasks:
-        return []
-    _, pending = await asyncio.wait(tasks, timeout=limit)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-    reason = f"{EVAL_TIMEOUT_CODE}: still running when EVAL_TIMEOUT={limit}s ended (the eval step's tail cut)"
+    results = await finish_by([_run_episode(runtime, e, slots) for e in episodes], limit)
+    reason = cut_reason(limit, "the eval step's tail cut")
     return [
-        _failed(episode, EVAL_TIMEOUT_CODE, reason) if task in pending else task.result()
-        for task, episode in zip(tasks, episodes, strict=True)
+        _failed(episode, EVAL_TIMEOUT, reason) if result is None else result
+        for result, episode in zip(results, episodes, strict=True)
     ]
 
 
