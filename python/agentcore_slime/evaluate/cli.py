@@ -51,14 +51,16 @@ class UsageError(Exception):
     """Bad input: exit 2 with the message."""
 
 
-class _Parser(argparse.ArgumentParser):
+class UsageParser(argparse.ArgumentParser):
+    """An argument parser whose errors are :class:`UsageError` naming ``PROG --help``."""
+
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see python -m agentcore_slime.evaluate --help)")
+        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line (``--help`` shows it)."""
-    p = _Parser(prog="python -m agentcore_slime.evaluate", description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog="python -m agentcore_slime.evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--engine-url", required=True, help="SGLang server or router, e.g. http://127.0.0.1:30000")
     p.add_argument("--model-dir", required=True, help="HF directory of the served model (its tokenizer)")
     p.add_argument("--data", required=True, help="validation JSONL: one row per prompt, metadata = payload")

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from agentcore_slime.observe.records import CallRecord, EpisodeRecord
 from agentcore_slime.observe.runlog import EPISODES_DIR, write_whole
@@ -45,7 +45,7 @@ from agentcore_slime.preflight.report import Result, Status, exit_status, failed
 from agentcore_slime.rundir import private_dir
 from agentcore_slime.settings.config import ToolkitConfig
 
-from .cli import UsageError, load_payloads, read_config, start_gateway
+from .cli import UsageError, UsageParser, load_payloads, read_config, start_gateway
 from .episodes import Episode, EpisodeRunner, run_all
 from .standin import ANSWER, SessionLog, StandInEngine, StandInPolicy
 from .summary import summarize
@@ -62,15 +62,9 @@ BANNER = (
 _UNREACHABLE_WORDS = ("connect", "unreachable", "reach the", "timed out", "name or service", "no route")
 
 
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see python -m agentcore_slime.evaluate.rehearse --help)")
-
-
 def parser() -> argparse.ArgumentParser:
     """The command line (what bin/eval --rehearse runs once the env file is validated)."""
-    p = _Parser(prog="python -m agentcore_slime.evaluate.rehearse", description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog="python -m agentcore_slime.evaluate.rehearse", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True, help="the rehearsal's toolkit.yaml (bin/eval renders it)")
     p.add_argument("--model-dir", required=True, help="the model's HF directory (its tokenizer only)")
     p.add_argument("--data", required=True, help="JSONL rows whose metadata are the agent's payloads")
