@@ -156,18 +156,25 @@ def _agent_main(calls: int, s3_env: dict[str, str], ready: Any, stop: Any) -> No
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_post("/invocations", invocations)
         app.router.add_get("/stats", stats)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        ready.put(f"http://127.0.0.1:{port}")
-        while not stop.is_set():
-            await asyncio.sleep(0.2)
+        await _serve_until_stopped(app, ready, stop)
         await state["http"].close()
-        await runner.cleanup()
 
     asyncio.run(main())
+
+
+async def _serve_until_stopped(app: Any, ready: Any, stop: Any) -> None:
+    """Serve ``app`` on a free loopback port (its URL put on ``ready``) until ``stop`` is set."""
+    from aiohttp import web
+
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    ready.put(f"http://127.0.0.1:{port}")
+    while not stop.is_set():
+        await asyncio.sleep(0.2)
+    await runner.cleanup()
 
 
 # ----------------------------------------------------------------------------- S3 latency proxy
@@ -196,16 +203,8 @@ def _proxy_main(target: str, low: float, high: float, ready: Any, stop: Any) -> 
         )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", forward)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=4096)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        ready.put(f"http://127.0.0.1:{port}")
-        while not stop.is_set():
-            await asyncio.sleep(0.2)
+        await _serve_until_stopped(app, ready, stop)
         await state["http"].close()
-        await runner.cleanup()
 
     asyncio.run(main())
 
