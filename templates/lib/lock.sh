@@ -164,7 +164,7 @@ run_marker_env() { # <slot>
 # others are looked at, as training does (refuse_beside_evaluations): of an evaluation and a
 # training run starting together, at least one sees the other. Sets TOOLKIT_RUN_SLOT.
 acquire_eval_lock() { # <name>
-  local dir gpus=${CUDA_VISIBLE_DEVICES:-all} lock holder_pid holder_name
+  local dir gpus=${CUDA_VISIBLE_DEVICES:-all} holder_pid holder_name
   dir=$(toolkit_runtime_dir)
   ensure_private_dir "$dir"
   TOOLKIT_RUN_SLOT=$(lock_slot eval "$gpus")
@@ -176,29 +176,34 @@ acquire_eval_lock() { # <name>
     say "evaluating on GPUs $gpus (CUDA_VISIBLE_DEVICES): not checking for a training run here"
     return 0
   fi
-  for lock in "$dir"/ray-*.lock; do
-    [[ -f $lock ]] || continue
-    probe_lock "$lock" && continue
-    release_lock
-    read -r holder_pid holder_name <<<"$TOOLKIT_LOCK_HOLDER"
-    die "training run ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs (wait for it to end, or give this evaluation GPUs of its own: CUDA_VISIBLE_DEVICES=6,7 bin/eval ...)"
-  done
+  held_lock_among "$dir" ray || return 0
+  release_lock
+  read -r holder_pid holder_name <<<"$TOOLKIT_LOCK_HOLDER"
+  die "training run ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs (wait for it to end, or give this evaluation GPUs of its own: CUDA_VISIBLE_DEVICES=6,7 bin/eval ...)"
 }
 
 # refuse_beside_evaluations: a training run uses this node's GPUs from 0 up unless
 # CUDA_VISIBLE_DEVICES says which: refused, naming it, while one of this user's evaluations
 # holds its lock here (any GPU set: it may be one of training's). Called with the run lock held.
 refuse_beside_evaluations() {
-  local lock holder_pid holder_name holder_gpus
+  local holder_pid holder_name holder_gpus
   if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
     say "training on GPUs $CUDA_VISIBLE_DEVICES (CUDA_VISIBLE_DEVICES): not checking for an evaluation here"
     return 0
   fi
-  for lock in "$(toolkit_runtime_dir)"/eval-*.lock; do
+  held_lock_among "$(toolkit_runtime_dir)" eval || return 0
+  release_lock
+  read -r holder_pid holder_name holder_gpus <<<"$TOOLKIT_LOCK_HOLDER"
+  die "evaluation ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs ${holder_gpus:-} (wait for it to end, or give this run GPUs of its own: CUDA_VISIBLE_DEVICES=0,1,2,3 bin/train ...)"
+}
+
+# held_lock_among DIR KIND: true when one of the KIND-*.lock locks in DIR is held (then
+# TOOLKIT_LOCK_HOLDER = its holder's INFO); false when none is. Takes nothing.
+held_lock_among() { # <dir> <kind>
+  local lock
+  for lock in "$1/$2"-*.lock; do
     [[ -f $lock ]] || continue
-    probe_lock "$lock" && continue
-    release_lock
-    read -r holder_pid holder_name holder_gpus <<<"$TOOLKIT_LOCK_HOLDER"
-    die "evaluation ${holder_name:-?} (PID ${holder_pid:-?}) uses this node's GPUs ${holder_gpus:-} (wait for it to end, or give this run GPUs of its own: CUDA_VISIBLE_DEVICES=0,1,2,3 bin/train ...)"
+    probe_lock "$lock" || return 0
   done
+  return 1
 }
