@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 #: AgentCore Runtime's published rates (2026) and its largest session
 ACR_VCPU_HOUR_USD = 0.0895
@@ -57,6 +58,15 @@ class Rates:
     acr_gb_hour_usd: float = ACR_GB_HOUR_USD
     acr_active_cpu_share: float = ACR_ACTIVE_CPU_SHARE
     acr_memory_gb: float = ACR_MEMORY_GB
+
+    @classmethod
+    def of(cls, settings: Any, num_nodes: int) -> Rates:
+        """The prices in ``settings`` (a ToolkitConfig: its fields carry these names), for
+        ``num_nodes`` nodes (the run's, or bin/eval's one)."""
+        prices = (
+            "node_hour_usd", "acr_vcpu_hour_usd", "acr_gb_hour_usd", "acr_active_cpu_share", "acr_memory_gb"
+        )  # fmt: skip
+        return cls(num_nodes=num_nodes, **{name: getattr(settings, name) for name in prices})
 
     def problems(self) -> list[str]:
         """What is wrong with these rates (negative, not finite, out of range), one line each."""

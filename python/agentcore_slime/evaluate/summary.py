@@ -139,14 +139,7 @@ def evaluation_cost(
     :param episodes: every episode of the evaluation.
     :param wall_seconds: the evaluation's wall time.
     """
-    rates = Rates(
-        node_hour_usd=config.node_hour_usd,
-        num_nodes=1,  # bin/eval serves the model on this node
-        acr_vcpu_hour_usd=config.acr_vcpu_hour_usd,
-        acr_gb_hour_usd=config.acr_gb_hour_usd,
-        acr_active_cpu_share=config.acr_active_cpu_share,
-        acr_memory_gb=config.acr_memory_gb,
-    )
+    rates = Rates.of(config, num_nodes=1)  # bin/eval serves the model on this node
     cost = step_cost(rates, wall_seconds, [EpisodeUsage(e.seconds, e.agent_usd) for e in episodes])
     correct = sum(map(is_correct, episodes))
     return {**cost.as_dict(), "per_correct_episode_usd": cost.total / correct if correct else None}

@@ -92,14 +92,7 @@ class Ledger:
 
     @classmethod
     def for_run(cls, config: ToolkitConfig, args: Any, run_dir: str | None) -> Ledger:
-        rates = Rates(
-            node_hour_usd=config.node_hour_usd,
-            num_nodes=config.num_nodes,
-            acr_vcpu_hour_usd=config.acr_vcpu_hour_usd,
-            acr_gb_hour_usd=config.acr_gb_hour_usd,
-            acr_active_cpu_share=config.acr_active_cpu_share,
-            acr_memory_gb=config.acr_memory_gb,
-        )
+        rates = Rates.of(config, config.num_nodes)
         budget = None
         if config.budget_usd is not None:
             budget = Budget(config.budget_usd, _schedule(args))
