@@ -26,6 +26,7 @@ from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import Completion, FakeSGLang
 from fakes.toy_tokenizer import build_toy_tokenizer
+from shim.standins import make_args
 
 CAP = 3
 TOOL_CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1 + 1"}}\n</tool_call>'
@@ -62,17 +63,13 @@ def looping(tmp_path: Path) -> Iterator[tuple[Any, SimpleNamespace, FakeSGLang]]
         engine = FakeSGLang(policy, tokenizer=tokenizer, context_length=4096)
         with engine, AgentServer(math_agent.create_app()) as agent:
             host, port = engine.url.removeprefix("http://").rsplit(":", 1)
-            args = SimpleNamespace(
-                agent_runtime_arn=None,
+            args = make_args(  # slime's args as the rollout tests build them (shim/standins.py)
                 agent_url=agent.url,
                 s3_bucket=bucket,
                 exp_id="capped",
-                gateway_port=0,
                 gateway_host="127.0.0.1",
                 acr_timeout=60,
-                acr_tps_limit=1000,
                 max_concurrent=8,
-                result_poll_interval=0.05,
                 sglang_tool_call_parser="qwen",
                 cumulative_token_mode=True,
                 custom_config_path=str(tmp_path / "toolkit.yaml"),
@@ -84,20 +81,7 @@ def looping(tmp_path: Path) -> Iterator[tuple[Any, SimpleNamespace, FakeSGLang]]
                 rollout_batch_size=1,
                 n_samples_per_prompt=2,
                 rollout_temperature=1.0,
-                rollout_top_p=1.0,
-                rollout_top_k=-1,
                 rollout_max_response_len=256,
-                actor_num_nodes=1,
-                actor_num_gpus_per_node=1,
-                tensor_model_parallel_size=1,
-                pipeline_model_parallel_size=1,
-                context_parallel_size=1,
-                micro_batch_size=1,
-                global_batch_size=None,
-                use_dynamic_batch_size=False,
-                advantage_estimator="grpo",
-                grpo_std_normalization=True,
-                reward_key=None,
                 num_rollout=1,
             )
             yield s3, args, engine
