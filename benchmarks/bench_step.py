@@ -3,7 +3,7 @@
 
 Usage:
     .venv/bin/python benchmarks/bench_step.py [--episodes 256] [--delay 3.0] [--calls 3]
-        [--s3-latency 0.02,0.05] [--steps 2] [--py-spy FILE]
+        [--s3 moto|light] [--s3-latency 0.02,0.05] [--steps 3] [--py-spy FILE]
 
 Real parts, unchanged: slime's call of ``generate_rollout`` (the slime stand-in's types and a
 data source handing out groups of 8 copies of a prompt), the rollout's runtime with its
@@ -15,28 +15,38 @@ boto3. Stand-ins, each in a process of its own and speaking the real protocol ov
   after ``--delay`` s with a short constant reply (the delay stands for generation);
 - the agent: a light aiohttp server on the local-agent wire (``POST /invocations`` with the
   session header, immediate reply), which makes ``--calls`` chat calls in a row to the
-  session's base URL and then PUTs its result object to S3 (boto3), as ``AgentCoreRLApp`` does;
-- S3: moto's server (``fakes.s3.LocalS3(process=True)``), behind a small forwarding proxy that
-  holds every S3 request ``--s3-latency`` seconds (uniform between the two figures; real S3
-  answers a GET in 20-50 ms): with it a result reader that serializes GETs behind a few
-  threads shows up in the tail.
+  session's base URL and then writes its result object to S3, as ``AgentCoreRLApp`` does
+  (a PutObject presigned by boto3, sent with aiohttp: the same request, without boto3's
+  ~2 ms of CPU in a thread; here a thousand agents share one process, where each would have a
+  microVM of its own);
+- S3 (``--s3``): ``moto`` (default), moto's server (``fakes.s3.LocalS3(process=True)``) behind a
+  small forwarding proxy that holds every S3 request ``--s3-latency`` seconds (uniform
+  between the two figures; real S3 answers a GET in 20-50 ms); or ``light``, an in-memory S3
+  of the four calls used (PutObject, GetObject, ListObjectsV2, CreateBucket) with the same
+  latency. moto is one Python process: ~2 ms of CPU per PUT or GET and 36 ms per LIST of 256
+  keys, so a thousand results written together queue for seconds behind one core (real S3
+  scales out); ``light`` shows the step without that queue.
 
 The ACR TPS quota is lifted (``ACR_TPS_LIMIT`` 1,000,000): at the tests' 1,000/s the pacing
 alone would spread 1,024 invocations over a second. All episodes start together and end
-together (``--delay`` is fixed), the common case of a
-group of one prompt. Step 1 starts the gateway; the figures are those of the last step
-(``--steps``, default 2). Printed, one JSON line per figure and a summary table:
+together (``--delay`` is fixed), the common case of a group of one prompt. Step 1 starts the
+gateway; the figures are medians over the steps after it (``--steps``, default 3). Printed,
+one JSON line per figure and a summary table:
 
 - ``step``: ``generate_rollout``'s wall time; ``ideal``: ``--calls`` x ``--delay``;
 - ``ramp``: step start -> the last episode's invocation reached the agent;
-- ``excess`` per episode: its invocation-to-result-written time minus the ideal (p50, max);
+- ``excess`` per episode: its invocation-to-result-written time minus the ideal (p50, max),
+  split into ``calls_excess`` (invocation -> the agent's last reply, minus the ideal: the
+  gateway's share, with the agent's and engine's) and ``put`` (writing the result to S3);
 - ``tail``: the last result written (PUT returned) -> ``generate_rollout`` returned;
 - the rollout process's CPU per episode: session management (``GatewayProcess`` session
   calls, timed on the calling thread, plus the threads it runs of its own) and result reading
-  (the result watcher's threads: LIST, GET, parse), and the whole process's.
+  (the result watcher's threads: LIST, GET, parse), and the whole process's;
+- ``cpu_by_process_s``: CPU seconds of each process during a step (rollout, gateway, engine,
+  agent, S3): all share this machine's two cores, so a stand-in's CPU slows the others.
 
-``--py-spy FILE`` records the rollout process during the measured step (``py-spy record``,
-raw collapsed stacks; install py-spy from PyPI). The machine here is shared by other jobs:
+``--py-spy FILE`` records the rollout process during the measured steps (``py-spy record``,
+raw collapsed stacks; install py-spy from PyPI). On a machine shared with other jobs
 compare ratios (step / ideal), not seconds.
 """
 
@@ -44,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import multiprocessing as mp
@@ -99,15 +110,12 @@ def _engine_main(model_dir: str, delay: float, ready: Any, stop: Any) -> None:
 def _agent_main(calls: int, s3_env: dict[str, str], ready: Any, stop: Any) -> None:
     """The light agent: immediate reply, ``calls`` chat calls, then its result PUT to S3."""
     os.environ.update(s3_env)
-    from concurrent.futures import ThreadPoolExecutor
-
     import aiohttp
     import boto3
     from aiohttp import web
     from botocore.config import Config
 
     s3 = boto3.client("s3", config=Config(max_pool_connections=128))
-    puts = ThreadPoolExecutor(max_workers=128)
     episodes: list[dict[str, float]] = []
     tasks: set[asyncio.Task[None]] = set()
     state: dict[str, Any] = {}
@@ -119,20 +127,28 @@ def _agent_main(calls: int, s3_env: dict[str, str], ready: Any, stop: Any) -> No
         ok = True
         for number in range(calls):
             body = {"model": rollout["model_id"], "messages": messages, "max_tokens": 16}
+            sent = time.time()
             async with state["http"].post(rollout["base_url"] + "/chat/completions", json=body) as reply:
                 answer = await reply.json()
+            times[f"call_{number}"] = time.time() - sent
             if number == 0:
                 times["first_call"] = time.time()
             if "choices" not in answer:
                 ok = False
                 break
             messages += [answer["choices"][0]["message"], {"role": "user", "content": "Are you sure?"}]
+        times["calls_done"] = time.time()
         key = f"{rollout['exp_id']}/{rollout['input_id']}/{sid}.json"
         result = {"rewards": 1.0 if ok else 0.0, "status_code": 200, "result_key": key}
-        await asyncio.get_running_loop().run_in_executor(
-            puts,
-            lambda: s3.put_object(Bucket=rollout["s3_bucket"], Key=key, Body=json.dumps(result).encode()),
+        # PutObject as a presigned PUT sent on the agent's loop: the same request on the wire as
+        # boto3's put_object, without its ~2 ms of CPU in a thread: here a thousand agents share
+        # one process and two cores with the node's own work, where each would have a microVM
+        url = s3.generate_presigned_url(
+            "put_object", Params={"Bucket": rollout["s3_bucket"], "Key": key}, ExpiresIn=600
         )
+        async with state["http"].put(url, data=json.dumps(result).encode()) as reply:
+            if reply.status != 200:
+                raise RuntimeError(f"PUT {key}: HTTP {reply.status}: {await reply.text()}")
         times["written"] = time.time()
         episodes.append(times)
 
@@ -209,6 +225,107 @@ def _proxy_main(target: str, low: float, high: float, ready: Any, stop: Any) -> 
     asyncio.run(main())
 
 
+# ----------------------------------------------------------------------------- light S3
+_S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+
+def _s3_error(status: int, code: str) -> Any:
+    from aiohttp import web
+
+    body = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{code}</Message></Error>'
+    return web.Response(status=status, body=body.encode(), content_type="application/xml")
+
+
+def _unchunk(body: bytes) -> bytes:
+    """The payload of an ``aws-chunked`` body (``size;chunk-signature=..\r\ndata\r\n``..., then trailers)."""
+    out, at = bytearray(), 0
+    while True:
+        line_end = body.index(b"\r\n", at)
+        size = int(body[at:line_end].split(b";")[0], 16)
+        if size == 0:
+            return bytes(out)
+        out += body[line_end + 2 : line_end + 2 + size]
+        at = line_end + 2 + size + 2
+
+
+def _light_s3_main(low: float, high: float, ready: Any, stop: Any) -> None:
+    """An in-memory S3 (the calls the agent and the rollout make: PutObject, GetObject,
+    ListObjectsV2, CreateBucket; path-style, auth not checked, as moto does not check it either)
+    answering after ``uniform(low, high)`` s. Real S3 scales out: it does not queue a thousand
+    requests behind one core, as moto's single process does on this machine (2 ms of CPU per
+    PUT or GET, 36 ms per LIST of 256 keys, ``--s3 moto``)."""
+    import bisect
+    import html
+    import urllib.parse
+    from email.utils import formatdate
+
+    from aiohttp import web
+
+    buckets: dict[str, tuple[dict[str, bytes], list[str]]] = {}
+
+    def list_v2(name: str, query: Any) -> Any:
+        objects, keys = buckets[name]
+        prefix = query.get("prefix", "")
+        after = max(query.get("start-after", ""), query.get("continuation-token", ""))
+        limit = min(int(query.get("max-keys", "1000")), 1000)
+        encode = query.get("encoding-type") == "url"
+        at = bisect.bisect_right(keys, after) if after else bisect.bisect_left(keys, prefix)
+        found = []
+        while at < len(keys) and keys[at].startswith(prefix) and len(found) <= limit:
+            found.append(keys[at])
+            at += 1
+        truncated = len(found) > limit
+        found = found[:limit]
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        parts = [f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="{_S3_NS}">',
+                 f"<Name>{name}</Name><Prefix>{html.escape(prefix)}</Prefix><KeyCount>{len(found)}</KeyCount>",
+                 f"<MaxKeys>{limit}</MaxKeys><IsTruncated>{str(truncated).lower()}</IsTruncated>"]
+        if encode:
+            parts.append("<EncodingType>url</EncodingType>")
+        for key in found:
+            shown = urllib.parse.quote(key, safe="/") if encode else html.escape(key)
+            parts.append(f"<Contents><Key>{shown}</Key><LastModified>{now}</LastModified>"
+                         f'<ETag>"0"</ETag><Size>{len(objects[key])}</Size><StorageClass>STANDARD</StorageClass></Contents>')
+        if truncated:
+            parts.append(f"<NextContinuationToken>{html.escape(found[-1])}</NextContinuationToken>")
+        parts.append("</ListBucketResult>")
+        return web.Response(body="".join(parts).encode(), content_type="application/xml")
+
+    async def handle(request: web.Request) -> Any:
+        await asyncio.sleep(random.uniform(low, high))
+        name, _, key = request.path.lstrip("/").partition("/")
+        key = urllib.parse.unquote(key)
+        if request.method == "PUT" and not key:
+            buckets.setdefault(name, ({}, []))
+            return web.Response(status=200)
+        if name not in buckets:
+            return _s3_error(404, "NoSuchBucket")
+        objects, keys = buckets[name]
+        if request.method == "PUT":
+            body = await request.read()
+            if "aws-chunked" in request.headers.get("Content-Encoding", ""):
+                body = _unchunk(body)
+            if key not in objects:
+                bisect.insort(keys, key)
+            objects[key] = body
+            return web.Response(status=200, headers={"ETag": '"0"'})
+        if request.method in ("GET", "HEAD") and not key:
+            return list_v2(name, request.query) if request.query.get("list-type") == "2" else web.Response()
+        if request.method in ("GET", "HEAD"):
+            if key not in objects:
+                return _s3_error(404, "NoSuchKey")
+            headers = {"ETag": '"0"', "Last-Modified": formatdate(usegmt=True)}
+            return web.Response(body=objects[key], headers=headers, content_type="application/octet-stream")
+        return _s3_error(405, "MethodNotAllowed")
+
+    async def main() -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", handle)
+        await _serve_until_stopped(app, ready, stop)
+
+    asyncio.run(main())
+
+
 def _start(target: Callable[..., None], *args: Any) -> tuple[Any, str, Any]:
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Queue(), ctx.Event()
@@ -260,6 +377,15 @@ class CpuMeter:
         return time.process_time(), self.session_seconds, self.threads()
 
 
+def _process_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _by_prefix(before: dict[str, float], after: dict[str, float], prefixes: tuple[str, ...]) -> float:
     return sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(prefixes))
 
@@ -287,17 +413,52 @@ def _args(agent_url: str, bucket: str, model_dir: str, engine_url: str, episodes
     )
 
 
+def _start_s3(
+    options: argparse.Namespace, servers: contextlib.ExitStack, procs: list[Any], stops: list[Any],
+    roles: dict[str, int],
+) -> tuple[str, dict[str, str], str]:
+    """The S3 stand-in (``--s3``): its URL, the environment pointing boto3 at it, the bucket."""
+    from fakes.s3 import LocalS3
+
+    low, high = options.s3_latency
+    if options.s3 == "light":
+        proc, url, stop = _start(_light_s3_main, low, high)
+        procs.append(proc)
+        stops.append(stop)
+        roles["s3 (light)"] = proc.pid
+        env = {**LocalS3().env(), "AWS_ENDPOINT_URL_S3": url}
+        bucket = "bench-step-results"
+        import boto3
+
+        client = boto3.client(
+            "s3", endpoint_url=url, region_name=env["AWS_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        )
+        client.create_bucket(
+            Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": env["AWS_REGION"]}
+        )
+        return url, env, bucket
+    local_s3 = servers.enter_context(LocalS3(process=True))
+    roles["moto"] = local_s3._server.pid
+    url = local_s3.url
+    if high > 0:
+        proc, url, stop = _start(_proxy_main, local_s3.url, low, high)
+        procs.append(proc)
+        stops.append(stop)
+        roles["s3 proxy"] = proc.pid
+    return url, {**local_s3.env(), "AWS_ENDPOINT_URL_S3": url}, local_s3.create_bucket()
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def run(options: argparse.Namespace) -> dict[str, float]:
+def run(options: argparse.Namespace) -> dict[str, Any]:
     import httpx
     from agentcore_slime import rollout
     from agentcore_slime.rollout import runtime
     from fakes.data_source import ListDataSource
-    from fakes.s3 import LocalS3
     from fakes.toy_tokenizer import build_toy_tokenizer
 
     meter = CpuMeter()
@@ -307,22 +468,18 @@ def run(options: argparse.Namespace) -> dict[str, float]:
     procs: list[Any] = []
     spy: subprocess.Popen[bytes] | None = None
     try:
-        with LocalS3(process=True) as local_s3:
-            bucket = local_s3.create_bucket()
-            s3_url = local_s3.url
-            low, high = options.s3_latency
-            if high > 0:
-                proc, s3_url, stop = _start(_proxy_main, local_s3.url, low, high)
-                procs.append(proc)
-                stops.append(stop)
-            s3_env = {**local_s3.env(), "AWS_ENDPOINT_URL_S3": s3_url}
+        with contextlib.ExitStack() as servers:
+            roles = {"rollout": os.getpid()}
+            s3_url, s3_env, bucket = _start_s3(options, servers, procs, stops, roles)
             os.environ.update(s3_env)
             proc, engine_url, stop = _start(_engine_main, model_dir, options.delay)
             procs.append(proc)
             stops.append(stop)
+            roles["engine"] = proc.pid
             proc, agent_url, stop = _start(_agent_main, options.calls, s3_env)
             procs.append(proc)
             stops.append(stop)
+            roles["agent"] = proc.pid
 
             args = _args(agent_url, bucket, model_dir, engine_url, options.episodes)
             rows = [{"prompt": f"q{i}", "metadata": {"q": i}} for i in range(options.episodes // GROUP)]
@@ -330,11 +487,11 @@ def run(options: argparse.Namespace) -> dict[str, float]:
             state = runtime._STATE
             state.reset()
             state.gateway_factory = runtime.default_gateway_factory
-            figures: dict[str, float] = {}
+            figures: dict[str, Any] = {}
             try:
+                measured: list[dict[str, Any]] = []
                 for step in range(options.steps):
-                    last = step == options.steps - 1
-                    if last and options.py_spy:
+                    if step == 1 and options.py_spy:  # the measured steps only
                         spy = subprocess.Popen(
                             ["py-spy", "record", "-p", str(os.getpid()), "--format", "raw", "-r", "50",
                              "-o", options.py_spy, "--nonblocking", "--threads"],
@@ -342,11 +499,14 @@ def run(options: argparse.Namespace) -> dict[str, float]:
                             stderr=subprocess.DEVNULL,
                         )
                         time.sleep(1.0)
-                    cpu0, session0, threads0 = meter.snapshot()
+                    roles["gateway"] = getattr(state.runtime.gateway, "pid", 0) if state.runtime else 0
+                    processes0 = {role: _process_seconds(pid) for role, pid in roles.items() if pid}
+                    before = meter.snapshot()
                     started = time.time()
                     output = rollout.generate_rollout(args, step, source)
                     returned = time.time()
-                    cpu1, session1, threads1 = meter.snapshot()
+                    after = meter.snapshot()
+                    processes = {role: _process_seconds(roles[role]) - cpu for role, cpu in processes0.items()}
                     samples = [s for group in output.samples for s in group]
                     episodes = httpx.get(agent_url + "/stats", timeout=60).json()
                     if len(episodes) != options.episodes or len(samples) < options.episodes:
@@ -354,29 +514,11 @@ def run(options: argparse.Namespace) -> dict[str, float]:
                     if not all(s.reward == 1.0 for s in samples):
                         rewards = [s.reward for s in samples][:8]
                         raise RuntimeError(f"step {step}: an episode failed (rewards {rewards})")
-                    if not last:
-                        continue
-                    ideal = options.calls * options.delay
-                    excess = [e["written"] - e["invoked"] - ideal for e in episodes]
-                    n = options.episodes
-                    figures = {
-                        "step": returned - started,
-                        "ideal": ideal,
-                        "ratio": (returned - started) / ideal,
-                        "ramp": max(e["invoked"] for e in episodes) - started,
-                        "excess_p50": statistics.median(excess),
-                        "excess_max": max(excess),
-                        "tail": returned - max(e["written"] for e in episodes),
-                        "cpu_session_ms": 1000
-                        * (session1 - session0 + _by_prefix(threads0, threads1, SESSION_THREADS))
-                        / n,
-                        "cpu_results_ms": 1000 * _by_prefix(threads0, threads1, RESULT_THREADS) / n,
-                        "cpu_process_ms": 1000 * (cpu1 - cpu0) / n,
-                    }
-                    busiest = sorted(
-                        ((v - threads0.get(k, 0.0), k) for k, v in threads1.items()), reverse=True
-                    )[:6]
-                    figures["threads"] = {k: round(v, 3) for v, k in busiest}  # type: ignore[assignment]
+                    if step > 0:
+                        measured.append(
+                            _step_figures(options, episodes, started, returned, before, after, processes)
+                        )
+                figures = _medians(measured)
             finally:
                 if spy is not None:
                     spy.send_signal(signal.SIGINT)  # py-spy writes its file when interrupted
@@ -391,6 +533,54 @@ def run(options: argparse.Namespace) -> dict[str, float]:
                 proc.kill()
         shutil.rmtree(workdir, ignore_errors=True)
     return figures
+
+
+def _step_figures(
+    options: argparse.Namespace,
+    episodes: list[dict[str, float]],
+    started: float,
+    returned: float,
+    before: tuple[float, float, dict[str, float]],
+    after: tuple[float, float, dict[str, float]],
+    processes: dict[str, float],
+) -> dict[str, Any]:
+    """The figures of one step from the agent's episode times and the CPU meter's snapshots."""
+    (cpu0, session0, threads0), (cpu1, session1, threads1) = before, after
+    ideal = options.calls * options.delay
+    excess = [e["written"] - e["invoked"] - ideal for e in episodes]
+    calls = [e["calls_done"] - e["invoked"] - ideal for e in episodes]
+    puts = [e["written"] - e["calls_done"] for e in episodes]
+    n = options.episodes
+    busiest = sorted(((v - threads0.get(k, 0.0), k) for k, v in threads1.items()), reverse=True)[:6]
+    return {
+        "step": returned - started,
+        "ideal": ideal,
+        "ratio": (returned - started) / ideal,
+        "ramp": max(e["invoked"] for e in episodes) - started,
+        "excess_p50": statistics.median(excess),
+        "excess_max": max(excess),
+        "calls_excess_p50": statistics.median(calls),
+        "calls_excess_max": max(calls),
+        "put_p50": statistics.median(puts),
+        "put_max": max(puts),
+        "tail": returned - max(e["written"] for e in episodes),
+        "cpu_session_ms": 1000 * (session1 - session0 + _by_prefix(threads0, threads1, SESSION_THREADS)) / n,
+        "cpu_results_ms": 1000 * _by_prefix(threads0, threads1, RESULT_THREADS) / n,
+        "cpu_process_ms": 1000 * (cpu1 - cpu0) / n,
+        "threads": {k: v for v, k in busiest},
+        "processes": processes,
+    }
+
+
+def _medians(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the measured steps (CPU by thread and process too)."""
+    out: dict[str, Any] = {}
+    for name, value in steps[0].items():
+        if isinstance(value, dict):
+            out[name] = {k: round(statistics.median(s[name].get(k, 0.0) for s in steps), 3) for k in value}
+        else:
+            out[name] = statistics.median(s[name] for s in steps)
+    return out
 
 
 def _latency(text: str) -> tuple[float, float]:
@@ -414,24 +604,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--s3-latency", type=_latency, default=(0.02, 0.05), help="LOW,HIGH s per S3 request; 0: none"
     )
-    parser.add_argument("--steps", type=int, default=2, help="steps to run; the last one is measured")
+    parser.add_argument(
+        "--s3", choices=("moto", "light"), default="moto",
+        help="the S3 stand-in: moto's server (one process) or a light in-memory one that, like S3, "
+        "does not queue requests behind one core",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=3,
+        help="steps to run: the first starts the gateway, the figures are medians over the others",
+    )
     parser.add_argument("--py-spy", default="", help="record the measured step with py-spy into this file")
     options = parser.parse_args(argv)
+    if options.steps < 2:
+        parser.error("--steps must be at least 2 (the first step starts the gateway and is not measured)")
     if options.episodes < GROUP or options.episodes % GROUP:
         parser.error(f"--episodes must be a positive multiple of {GROUP}")
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     figures = run(options)
     threads = figures.pop("threads")
+    processes = figures.pop("processes")
     for name, value in figures.items():
         print(json.dumps({"figure": name, "episodes": options.episodes, "value": round(value, 4)}))
     print(json.dumps({"figure": "busiest_threads_cpu_s", "episodes": options.episodes, "value": threads}))
+    print(json.dumps({"figure": "cpu_by_process_s", "episodes": options.episodes, "value": processes}))
     print(
-        f"| {options.episodes} | {figures['step']:.2f} s | {figures['ideal']:g} s | "
-        f"{figures['ratio']:.3f}x | "
-        f"{figures['ramp']:.2f} s | {figures['excess_p50']:.2f} / {figures['excess_max']:.2f} s | "
-        f"{figures['tail']:.2f} s | {figures['cpu_session_ms']:.2f} ms | "
-        f"{figures['cpu_results_ms']:.2f} ms | "
+        f"| {options.episodes} | {options.s3} | {figures['step']:.2f} s | {figures['ratio']:.3f}x | "
+        f"{figures['ramp']:.2f} s | {figures['calls_excess_p50']:.2f} / {figures['calls_excess_max']:.2f} s | "
+        f"{figures['put_p50']:.2f} / {figures['put_max']:.2f} s | {figures['tail']:.2f} s | "
+        f"{figures['cpu_session_ms']:.2f} ms | {figures['cpu_results_ms']:.2f} ms | "
         f"{figures['cpu_process_ms']:.2f} ms |"
     )
     return 0
