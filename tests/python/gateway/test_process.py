@@ -462,3 +462,33 @@ def test_the_batch_route_needs_the_secret_and_well_formed_operations(
     assert result["status"] == 400 and "unknown operation 'explode'" in result["message"] and blob is None
     assert gateway.stats()["sessions"] == 0
 
+
+
+def test_a_create_cancelled_before_the_child_answered_leaves_no_session(
+    start: Callable[..., GatewayProcess], engine: tuple[FakeSGLang, Script]
+) -> None:
+    """An episode cancelled (the tail cut) while its session's create is in flight: the child
+    opens the session after the caller gave up on it, so the channel deletes it again; a create
+    sent beside it and not cancelled keeps its session."""
+    fake, _ = engine
+    gateway = start(fake.url)
+    pid = gateway.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # the child holds the creates unanswered
+    try:
+        cancelled = gateway.submit_create("s-cut", {})
+        kept = gateway.submit_create("s-kept", {})
+        time.sleep(0.3)
+        assert not cancelled.done() and not kept.done()
+        assert cancelled.cancel()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert kept.result(30) == f"{gateway.url}/sessions/s-kept/v1"
+    deadline = time.monotonic() + 30
+    while gateway.stats()["sessions"] != 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert gateway.stats()["sessions"] == 1
+    with pytest.raises(KeyError, match="unknown session 's-cut'"):
+        gateway.traces("s-cut")
+    assert gateway.traces("s-kept") == []
+    assert _chat_status(f"{gateway.url}/sessions/s-cut/v1") == 404
