@@ -232,7 +232,9 @@ _S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 def _s3_error(status: int, code: str) -> Any:
     from aiohttp import web
 
-    body = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{code}</Message></Error>'
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{code}</Message></Error>'
+    )
     return web.Response(status=status, body=body.encode(), content_type="application/xml")
 
 
@@ -493,8 +495,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
                 for step in range(options.steps):
                     if step == 1 and options.py_spy:  # the measured steps only
                         spy = subprocess.Popen(
-                            ["py-spy", "record", "-p", str(os.getpid()), "--format", "raw", "-r", "50",
-                             "-o", options.py_spy, "--nonblocking", "--threads"],
+                            ["py-spy", "record", "-p", str(os.getpid()), "--format", "raw", "-r", "200",
+                             "-o", options.py_spy, "--nonblocking", "--threads", "--gil"],
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL,
                         )
@@ -506,7 +508,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
                     output = rollout.generate_rollout(args, step, source)
                     returned = time.time()
                     after = meter.snapshot()
-                    processes = {role: _process_seconds(roles[role]) - cpu for role, cpu in processes0.items()}
+                    processes = {r: _process_seconds(roles[r]) - cpu for r, cpu in processes0.items()}
                     samples = [s for group in output.samples for s in group]
                     episodes = httpx.get(agent_url + "/stats", timeout=60).json()
                     if len(episodes) != options.episodes or len(samples) < options.episodes:
@@ -630,7 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"figure": "cpu_by_process_s", "episodes": options.episodes, "value": processes}))
     print(
         f"| {options.episodes} | {options.s3} | {figures['step']:.2f} s | {figures['ratio']:.3f}x | "
-        f"{figures['ramp']:.2f} s | {figures['calls_excess_p50']:.2f} / {figures['calls_excess_max']:.2f} s | "
+        f"{figures['ramp']:.2f} s | "
+        f"{figures['calls_excess_p50']:.2f} / {figures['calls_excess_max']:.2f} s | "
         f"{figures['put_p50']:.2f} / {figures['put_max']:.2f} s | {figures['tail']:.2f} s | "
         f"{figures['cpu_session_ms']:.2f} ms | {figures['cpu_results_ms']:.2f} ms | "
         f"{figures['cpu_process_ms']:.2f} ms |"

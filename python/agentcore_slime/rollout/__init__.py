@@ -19,6 +19,7 @@ One module per job:
 
 and the helpers only the rollout uses: :mod:`.traces` (an episode's call traces -> Samples),
 :mod:`.samples` (the toolkit's record on a Sample), :mod:`.step_stats` (a step's counts),
+:mod:`.gc_pauses` (no full garbage collection while a step runs),
 :mod:`.rewards` (the reward hook slime loads as ``agentcore_slime.rewards``).
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentcore_slime.rollout.eval_step import _eval_step
+from agentcore_slime.rollout.gc_pauses import full_collections_deferred
 from agentcore_slime.rollout.runtime import _STATE, _ensure_gateway
 from agentcore_slime.rollout.train_step import _train_step
 
@@ -48,6 +50,7 @@ def generate_rollout(args: Any, rollout_id: int, data_source: Any, evaluation: b
     """
     runtime = _STATE.get(args)
     _ensure_gateway(runtime.gateway)
-    if evaluation:
-        return runtime.run(_eval_step(runtime, args, rollout_id))
-    return runtime.run(_train_step(runtime, args, rollout_id, data_source))
+    with full_collections_deferred():
+        if evaluation:
+            return runtime.run(_eval_step(runtime, args, rollout_id))
+        return runtime.run(_train_step(runtime, args, rollout_id, data_source))

@@ -9,7 +9,7 @@ response token, loss mask all 0, rollout log probs present, reward 0.0.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 #: metadata key holding the shim's per-sample record (session id, kind, reason, ...)
@@ -52,7 +52,9 @@ class ShimRecord:
 
     def as_metadata(self) -> dict[str, Any]:
         """The record as stored in metadata: a dict without the fields that are unset."""
-        record = asdict(self)
+        # a flat record: read field by field (dataclasses.asdict deep-copies each value, a
+        # twentieth of the rollout's CPU in a step of a thousand episodes)
+        record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["calls"] = list(self.calls)
         return {k: v for k, v in record.items() if k in ("kind", "session_id") or v not in (None, [])}
 
