@@ -16,6 +16,7 @@ One module per job:
 - :mod:`.eval_step`: an eval step over slime's eval datasets;
 - :mod:`.record`: metrics.jsonl, the recorded episodes and the log lines of a step;
 - :mod:`.trace_log`: every model call as a JSON line in ``$TRACE_LOG``;
+- :mod:`.costs`: the run's ledger (what each step cost) and the budget's stop;
 
 and the helpers only the rollout uses: :mod:`.traces` (an episode's call traces -> Samples),
 :mod:`.samples` (the toolkit's record on a Sample), :mod:`.step_stats` (a step's counts),
