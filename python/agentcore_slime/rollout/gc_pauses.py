@@ -25,29 +25,36 @@ from contextlib import contextmanager
 
 from agentcore_slime.gateway.memory import FULL_COLLECTIONS_DEFERRED
 
-_frozen = threading.Event()
 _lock = threading.Lock()
+_frozen = False
+_steps = 0  # steps running now (an eval step may overlap a training step in async mode)
+_full_threshold = 0  # the generation-2 threshold to restore when the last step returns
 
 
 def _freeze_once() -> None:
-    """Collect once, then freeze what is left (the first step only)."""
-    with _lock:
-        if _frozen.is_set():
-            return
+    """Collect once, then freeze what is left (the first step only; under ``_lock``)."""
+    global _frozen
+    if not _frozen:
         gc.collect()
         gc.freeze()
-        _frozen.set()
+        _frozen = True
 
 
 @contextmanager
 def full_collections_deferred() -> Iterator[None]:
     """Within: no automatic full collection (young and middle ones still run)."""
-    _freeze_once()
-    young, middle, full = gc.get_threshold()
-    gc.set_threshold(young, middle, FULL_COLLECTIONS_DEFERRED)
+    global _steps, _full_threshold
+    with _lock:
+        _freeze_once()
+        if _steps == 0:
+            young, middle, _full_threshold = gc.get_threshold()
+            gc.set_threshold(young, middle, FULL_COLLECTIONS_DEFERRED)
+        _steps += 1
     try:
         yield
     finally:
-        current = gc.get_threshold()
-        if current[2] == FULL_COLLECTIONS_DEFERRED:  # unless someone else changed it meanwhile
-            gc.set_threshold(current[0], current[1], full)
+        with _lock:
+            _steps -= 1
+            young, middle, full = gc.get_threshold()
+            if _steps == 0 and full == FULL_COLLECTIONS_DEFERRED:  # unless someone else set it since
+                gc.set_threshold(young, middle, _full_threshold)

@@ -61,3 +61,19 @@ def test_no_full_collection_while_a_step_runs(
     # the control: the same allocation outside a step does start full collections
     kept.append([[[n] for n in range(KEPT)] for _ in range(4)])
     assert full_collections, "the control allocation made no full collection: the test shows nothing"
+
+
+def test_overlapping_steps_keep_full_collections_deferred_until_the_last_returns() -> None:
+    """An eval step overlapping a training step (slime's async mode): the first to return does
+    not bring full collections back while the other still runs."""
+    from agentcore_slime.gateway.memory import FULL_COLLECTIONS_DEFERRED
+    from agentcore_slime.rollout.gc_pauses import full_collections_deferred
+
+    thresholds = gc.get_threshold()
+    train, evaluation = full_collections_deferred(), full_collections_deferred()
+    train.__enter__()
+    evaluation.__enter__()
+    train.__exit__(None, None, None)
+    assert gc.get_threshold()[2] == FULL_COLLECTIONS_DEFERRED
+    evaluation.__exit__(None, None, None)
+    assert gc.get_threshold() == thresholds
