@@ -16,21 +16,23 @@ boto3. Stand-ins, each in a process of its own and speaking the real protocol ov
 - the agent: a light aiohttp server on the local-agent wire (``POST /invocations`` with the
   session header, immediate reply), which makes ``--calls`` chat calls in a row to the
   session's base URL and then writes its result object to S3, as ``AgentCoreRLApp`` does
-  (a PutObject presigned by boto3, sent with aiohttp: the same request, without boto3's
-  ~2 ms of CPU in a thread; here a thousand agents share one process, where each would have a
-  microVM of its own);
+  (a PutObject URL presigned by boto3, sent with aiohttp: the same call and object, signed in
+  the query, without boto3's ~2 ms of CPU in a thread; here a thousand agents share one
+  process, where each would have a microVM of its own);
 - S3 (``--s3``): ``moto`` (default), moto's server (``fakes.s3.LocalS3(process=True)``) behind a
   small forwarding proxy that holds every S3 request ``--s3-latency`` seconds (uniform
   between the two figures; real S3 answers a GET in 20-50 ms); or ``light``, an in-memory S3
   of the four calls used (PutObject, GetObject, ListObjectsV2, CreateBucket) with the same
   latency. moto is one Python process: ~2 ms of CPU per PUT or GET and 36 ms per LIST of 256
   keys, so a thousand results written together queue for seconds behind one core (real S3
-  scales out); ``light`` shows the step without that queue.
+  scales out); ``light`` (one process too, ~0.15 ms of CPU a request) shows the step without
+  that queue.
 
 The ACR TPS quota is lifted (``ACR_TPS_LIMIT`` 1,000,000): at the tests' 1,000/s the pacing
 alone would spread 1,024 invocations over a second. All episodes start together and end
 together (``--delay`` is fixed), the common case of a group of one prompt. Step 1 starts the
-gateway; the figures are medians over the steps after it (``--steps``, default 3). Printed,
+gateway; the figures are medians over the steps after it (``--steps``, default 3: the mean of
+two steps), each figure's on its own. Printed,
 one JSON line per figure and a summary table:
 
 - ``step``: ``generate_rollout``'s wall time; ``ideal``: ``--calls`` x ``--delay``;
@@ -75,6 +77,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests" / "python"
 sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
+
+from bench_gateway import cpu_seconds  # noqa: E402  (benchmarks/ is on the path as the script's folder)
 
 GROUP = 8  # episodes per prompt group
 #: (module, class, method) whose time on the calling thread is session management
@@ -140,9 +144,10 @@ def _agent_main(calls: int, s3_env: dict[str, str], ready: Any, stop: Any) -> No
         times["calls_done"] = time.time()
         key = f"{rollout['exp_id']}/{rollout['input_id']}/{sid}.json"
         result = {"rewards": 1.0 if ok else 0.0, "status_code": 200, "result_key": key}
-        # PutObject as a presigned PUT sent on the agent's loop: the same request on the wire as
-        # boto3's put_object, without its ~2 ms of CPU in a thread: here a thousand agents share
-        # one process and two cores with the node's own work, where each would have a microVM
+        # PutObject as a URL presigned by boto3, sent on the agent's loop: the same call and
+        # object (the signature in the query, no checksum header), without put_object's ~2 ms of
+        # CPU in a thread: here a thousand agents share one process and two cores with the node's
+        # own work, where each would have a microVM
         url = s3.generate_presigned_url(
             "put_object", Params={"Bucket": rollout["s3_bucket"], "Key": key}, ExpiresIn=600
         )
@@ -253,9 +258,9 @@ def _unchunk(body: bytes) -> bytes:
 def _light_s3_main(low: float, high: float, ready: Any, stop: Any) -> None:
     """An in-memory S3 (the calls the agent and the rollout make: PutObject, GetObject,
     ListObjectsV2, CreateBucket; path-style, auth not checked, as moto does not check it either)
-    answering after ``uniform(low, high)`` s. Real S3 scales out: it does not queue a thousand
-    requests behind one core, as moto's single process does on this machine (2 ms of CPU per
-    PUT or GET, 36 ms per LIST of 256 keys, ``--s3 moto``)."""
+    answering after ``uniform(low, high)`` s. Real S3 scales out; moto's single process queues
+    a thousand requests behind one core on this machine (2 ms of CPU per PUT or GET, 36 ms per
+    LIST of 256 keys, ``--s3 moto``). This one is one process too, at ~0.15 ms a request."""
     import bisect
     import html
     import urllib.parse
@@ -271,7 +276,11 @@ def _light_s3_main(low: float, high: float, ready: Any, stop: Any) -> None:
         after = max(query.get("start-after", ""), query.get("continuation-token", ""))
         limit = min(int(query.get("max-keys", "1000")), 1000)
         encode = query.get("encoding-type") == "url"
-        at = bisect.bisect_right(keys, after) if after else bisect.bisect_left(keys, prefix)
+
+        def shown(text: str) -> str:  # as S3 spells keys and prefixes in the listing
+            return urllib.parse.quote_plus(text, safe="/") if encode else html.escape(text)
+
+        at = max(bisect.bisect_right(keys, after), bisect.bisect_left(keys, prefix))
         found = []
         while at < len(keys) and keys[at].startswith(prefix) and len(found) <= limit:
             found.append(keys[at])
@@ -280,23 +289,21 @@ def _light_s3_main(low: float, high: float, ready: Any, stop: Any) -> None:
         found = found[:limit]
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         parts = [f'<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="{_S3_NS}">',
-                 f"<Name>{name}</Name><Prefix>{html.escape(prefix)}</Prefix><KeyCount>{len(found)}</KeyCount>",
+                 f"<Name>{name}</Name><Prefix>{shown(prefix)}</Prefix><KeyCount>{len(found)}</KeyCount>",
                  f"<MaxKeys>{limit}</MaxKeys><IsTruncated>{str(truncated).lower()}</IsTruncated>"]
         if encode:
             parts.append("<EncodingType>url</EncodingType>")
         for key in found:
-            shown = urllib.parse.quote(key, safe="/") if encode else html.escape(key)
-            parts.append(f"<Contents><Key>{shown}</Key><LastModified>{now}</LastModified>"
+            parts.append(f"<Contents><Key>{shown(key)}</Key><LastModified>{now}</LastModified>"
                          f'<ETag>"0"</ETag><Size>{len(objects[key])}</Size><StorageClass>STANDARD</StorageClass></Contents>')
-        if truncated:
+        if truncated and found:
             parts.append(f"<NextContinuationToken>{html.escape(found[-1])}</NextContinuationToken>")
         parts.append("</ListBucketResult>")
         return web.Response(body="".join(parts).encode(), content_type="application/xml")
 
     async def handle(request: web.Request) -> Any:
         await asyncio.sleep(random.uniform(low, high))
-        name, _, key = request.path.lstrip("/").partition("/")
-        key = urllib.parse.unquote(key)
+        name, _, key = request.path.lstrip("/").partition("/")  # aiohttp has decoded the path once
         if request.method == "PUT" and not key:
             buckets.setdefault(name, ({}, []))
             return web.Response(status=200)
@@ -379,15 +386,6 @@ class CpuMeter:
         return time.process_time(), self.session_seconds, self.threads()
 
 
-def _process_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _by_prefix(before: dict[str, float], after: dict[str, float], prefixes: tuple[str, ...]) -> float:
     return sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith(prefixes))
 
@@ -451,11 +449,6 @@ def _start_s3(
     return url, {**local_s3.env(), "AWS_ENDPOINT_URL_S3": url}, local_s3.create_bucket()
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def run(options: argparse.Namespace) -> dict[str, Any]:
     import httpx
     from agentcore_slime import rollout
@@ -502,13 +495,13 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
                         )
                         time.sleep(1.0)
                     roles["gateway"] = getattr(state.runtime.gateway, "pid", 0) if state.runtime else 0
-                    processes0 = {role: _process_seconds(pid) for role, pid in roles.items() if pid}
+                    processes0 = {role: cpu_seconds(pid) for role, pid in roles.items() if pid}
                     before = meter.snapshot()
                     started = time.time()
                     output = rollout.generate_rollout(args, step, source)
                     returned = time.time()
                     after = meter.snapshot()
-                    processes = {r: _process_seconds(roles[r]) - cpu for r, cpu in processes0.items()}
+                    processes = {r: cpu_seconds(roles[r]) - cpu for r, cpu in processes0.items()}
                     samples = [s for group in output.samples for s in group]
                     episodes = httpx.get(agent_url + "/stats", timeout=60).json()
                     if len(episodes) != options.episodes or len(samples) < options.episodes:
@@ -579,7 +572,9 @@ def _medians(steps: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in steps[0].items():
         if isinstance(value, dict):
-            out[name] = {k: round(statistics.median(s[name].get(k, 0.0) for s in steps), 3) for k in value}
+            names = {k for s in steps for k in s[name]}
+            medians = {k: round(statistics.median(s[name].get(k, 0.0) for s in steps), 3) for k in names}
+            out[name] = dict(sorted(medians.items(), key=lambda item: -item[1]))
         else:
             out[name] = statistics.median(s[name] for s in steps)
     return out

@@ -49,7 +49,7 @@ from .caps import cap_reached, final_reply
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, check_sampling_params, short_id
 from .engine import EngineClient, EngineError, settle_finish
 from .limits import ConnectionCap, TokenFloor, connection_cap, fits, raise_open_files_limit
-from .memory import GcWatch, deep_size, release_memory
+from .memory import GcWatch, deep_size, freeze_long_lived, release_memory
 from .protocols.base import CHAT, Completion, Protocol
 from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, RenderTimeout, text_size
 from .rendering import (
@@ -282,11 +282,7 @@ class Gateway:
         except BaseException:
             self.shutdown()
             raise
-        # The tokenizer, renderer and imported modules live as long as the process: moved out
-        # of the collector's generations, full collections stop walking them (hundreds of
-        # thousands of objects; 100+ ms pauses of the gateway's loop).
-        gc.collect()
-        gc.freeze()
+        freeze_long_lived()  # the tokenizer, renderer and modules live as long as the process
         gc.callbacks.append(self._gc_watch)
         logger.info("gateway serving at %s for engine %s", self.url, engine_url)
 

@@ -9,11 +9,14 @@ almost nothing, since a step's objects are freed by reference counting. Measured
 the results pile up (the tail), a third of the process's CPU.
 
 So, as the gateway process does (gateway/memory.py): what exists when the first step starts
-is frozen (``gc.freeze``: long-lived, never walked again), and full collections wait while a
-step runs; young and middle collections go on. slime's own thread is blocked in
-``generate_rollout`` meanwhile, so the policy holds only for the rollout's work; the
-thresholds are restored when the step returns, and the next full collection comes when
-Python's rule asks for it, between steps.
+is frozen (``gc.freeze``; cycles among those objects are never collected, so only long-lived
+state should be there then), and while a step runs no automatic full collection starts;
+young and middle collections go on. Both are process-wide: while a step runs, slime's thread
+waits in ``generate_rollout``, and Ray's threads allocate little. A step starts with a full
+collection when one came due during the previous step (Python counts the middle collections
+since the last one), so the cycles a step leaves behind wait at most one step, and the
+pause falls before any episode starts. The thresholds are restored when the last step running
+returns. (CPython 3.14's incremental collector ignores the threshold deferred here.)
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from agentcore_slime.gateway.memory import FULL_COLLECTIONS_DEFERRED
+from agentcore_slime.gateway.memory import FULL_COLLECTIONS_DEFERRED, freeze_long_lived
 
 _lock = threading.Lock()
 _frozen = False
@@ -32,29 +35,44 @@ _full_threshold = 0  # the generation-2 threshold to restore when the last step 
 
 
 def _freeze_once() -> None:
-    """Collect once, then freeze what is left (the first step only; under ``_lock``)."""
+    """Freeze what exists (the first step only; under ``_lock``)."""
     global _frozen
     if not _frozen:
-        gc.collect()
-        gc.freeze()
+        freeze_long_lived()
         _frozen = True
+
+
+def _defer() -> None:
+    """The first step running: a full collection now if one is due, then none until it returns."""
+    global _full_threshold
+    young, middle, _full_threshold = gc.get_threshold()
+    if gc.get_count()[2] > _full_threshold:  # one came due while full collections waited
+        gc.collect()
+    gc.set_threshold(young, middle, FULL_COLLECTIONS_DEFERRED)
+
+
+def _restore() -> None:
+    young, middle, full = gc.get_threshold()
+    if full == FULL_COLLECTIONS_DEFERRED:  # unless someone else set it since
+        gc.set_threshold(young, middle, _full_threshold)
 
 
 @contextmanager
 def full_collections_deferred() -> Iterator[None]:
     """Within: no automatic full collection (young and middle ones still run)."""
-    global _steps, _full_threshold
-    with _lock:
-        _freeze_once()
-        if _steps == 0:
-            young, middle, _full_threshold = gc.get_threshold()
-            gc.set_threshold(young, middle, FULL_COLLECTIONS_DEFERRED)
-        _steps += 1
+    global _steps
+    entered = False
     try:
+        with _lock:
+            _freeze_once()
+            if _steps == 0:
+                _defer()
+            _steps += 1
+            entered = True
         yield
     finally:
-        with _lock:
-            _steps -= 1
-            young, middle, full = gc.get_threshold()
-            if _steps == 0 and full == FULL_COLLECTIONS_DEFERRED:  # unless someone else set it since
-                gc.set_threshold(young, middle, _full_threshold)
+        if entered:
+            with _lock:
+                _steps -= 1
+                if _steps == 0:
+                    _restore()

@@ -474,20 +474,27 @@ def test_a_create_cancelled_before_the_child_answered_leaves_no_session(
     gateway = start(fake.url)
     pid = gateway.pid
     assert pid is not None
+    sent = gateway.batch_requests
+
+    def until(condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not condition() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert condition()
+
     os.kill(pid, signal.SIGSTOP)  # the child holds the creates unanswered
     try:
         cancelled = gateway.submit_create("s-cut", {})
-        kept = gateway.submit_create("s-kept", {})
-        time.sleep(0.3)
-        assert not cancelled.done() and not kept.done()
+        until(lambda: gateway.batch_requests == sent + 1)  # its create is on its way to the child
         assert cancelled.cancel()
+        kept = gateway.submit_create("s-kept", {})
+        until(lambda: gateway.batch_requests == sent + 2)
+        assert not kept.done()
     finally:
         os.kill(pid, signal.SIGCONT)
     assert kept.result(30) == f"{gateway.url}/sessions/s-kept/v1"
-    deadline = time.monotonic() + 30
-    while gateway.stats()["sessions"] != 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert gateway.stats()["sessions"] == 1
+    until(lambda: gateway.batch_requests == sent + 3)  # s-cut was opened: its delete is on its way
+    until(lambda: gateway.stats()["sessions"] == 1)
     with pytest.raises(KeyError, match="unknown session 's-cut'"):
         gateway.traces("s-cut")
     assert gateway.traces("s-kept") == []
