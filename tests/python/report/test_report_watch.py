@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agentcore_slime.observe import RunLog
 from recorded_run import step_records, write_run
 
