@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
+import time
 from pathlib import Path
-from typing import Any
 
 from agentcore_slime.observe.runlog import EPISODES_DIR, METRICS_FILE
 from agentcore_slime.report.build import RunData
@@ -60,36 +59,6 @@ def finished(data: RunData, planned: int | None) -> bool:
     return planned is not None and any(int(line["step"]) >= planned - 1 for line in data.train)
 
 
-class _CtrlC:
-    """Ctrl-C as a request to stop between two pages, not an exception in the middle of one.
-
-    A KeyboardInterrupt raised while a page is rendered can land between a lock's acquire and
-    the ``try`` that releases it (in matplotlib, logging...): the final page written after it
-    then waits on that lock forever, and the watch never ends. The first Ctrl-C only sets
-    ``requested``; a second one, while the watch has not stopped yet, interrupts as usual.
-    """
-
-    def __init__(self) -> None:
-        self.requested = threading.Event()
-        self._previous: Any = None
-
-    def __enter__(self) -> _CtrlC:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        if self.requested.is_set():
-            raise KeyboardInterrupt
-        self.requested.set()
-
-    def ignore_more(self) -> None:
-        """From now on Ctrl-C is ignored (a second one must not cut the last page)."""
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def watch(run_dir: Path, interval: float, prog: str) -> int:
     """Rewrite ``run_dir/report.html`` on every change until the run ends or Ctrl-C.
 
@@ -102,8 +71,8 @@ def watch(run_dir: Path, interval: float, prog: str) -> int:
     target = run_dir / "report.html"
     seen: Signature | None = None
     steps: int | None = None
-    with _CtrlC() as ctrl_c:
-        while not ctrl_c.requested.is_set():
+    try:
+        while True:
             signature = inputs_signature(run_dir)
             if signature != seen:
                 seen = signature
@@ -112,15 +81,15 @@ def watch(run_dir: Path, interval: float, prog: str) -> int:
                     print(target, flush=True)  # the path once, as bin/report without --watch prints it
                 steps = len(data.train)
                 if finished(data, planned):
-                    ctrl_c.ignore_more()
                     _write(run_dir, None)  # the final page: it stops reloading
                     print(
                         f"{prog}: the run recorded its last step (NUM_ROLLOUT={planned}): {target} is final",
                         file=sys.stderr,
                     )
                     return 0
-            ctrl_c.requested.wait(interval)
-        ctrl_c.ignore_more()
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the last page
         _write(run_dir, None)
         print(
             f"{prog}: stopped watching ({steps or 0} steps recorded); {target} no longer reloads",

@@ -3,18 +3,13 @@ the rollout's own) records steps into the run directory."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from agentcore_slime.observe import RunLog
 from recorded_run import step_records, write_run
@@ -103,39 +98,3 @@ def test_a_bad_interval_is_refused(tmp_path: Path) -> None:
     assert watcher.returncode == 2 and out == ""
     assert err.strip() == "bin/report: --interval 0: must be more than 0 seconds (e.g. --interval 5)"
     assert not (run / "report.html").exists()
-
-
-def test_ctrl_c_while_a_page_is_written_lets_that_page_finish_first(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Ctrl-C in the middle of a page (the watch in this process, its page writer replaced by
-    one that takes a lock the way rendering code does: acquire, work, release, no ``try``).
-    Raised as KeyboardInterrupt there, it would leave the lock taken and the final page would
-    wait on it; the watch instead finishes the page, then writes the final one and ends."""
-    from agentcore_slime.report import watch as watch_module
-
-    run = tmp_path / "runs" / "live"
-    write_run(run, steps=1)
-    lock = threading.Lock()
-    pages: list[int | None] = []
-
-    def writing(run_dir: Path, reload_seconds: int | None) -> Any:
-        if not lock.acquire(timeout=10):
-            raise AssertionError("the lock a page write took was never released")
-        if not pages:
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the first page is written
-            time.sleep(0.2)
-        lock.release()
-        pages.append(reload_seconds)
-        return _data(run_dir)
-
-    monkeypatch.setattr(watch_module, "_write", writing)
-    assert watch_module.watch(run, 0.2, "bin/report") == 0
-    assert pages == [1, None]  # the page being written when Ctrl-C came, then the final one
-    assert "stopped watching (1 steps recorded)" in capsys.readouterr().err
-
-
-def _data(run_dir: Path) -> Any:
-    from agentcore_slime.report.build import load_run
-
-    return load_run(run_dir)
