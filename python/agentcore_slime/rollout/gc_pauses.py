@@ -16,7 +16,7 @@ waits in ``generate_rollout``, and Ray's threads allocate little. A step starts 
 collection when one came due during the previous step (Python counts the middle collections
 since the last one), so the cycles a step leaves behind wait at most one step, and the
 pause falls before any episode starts. The thresholds are restored when the last step running
-returns. (CPython 3.14's incremental collector ignores the threshold deferred here.)
+returns.
 """
 
 from __future__ import annotations
