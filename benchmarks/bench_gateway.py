@@ -225,19 +225,22 @@ def emit(figure: str, value: float, unit: str, **extra: Any) -> None:
 def _engine_main(
     model_dir: str, delay: float, reply_tokens: int, ready: Any, stop: Any
 ) -> None:
+    call = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+    serve_constant_reply(model_dir, text_of(reply_tokens, 1) + "\n" + call, delay, ready, stop)
+
+
+def serve_constant_reply(model_dir: str, text: str, delay: float, ready: Any, stop: Any) -> None:
+    """The engine stand-in: ``text`` and ``<|im_end|>`` for every ``/generate``, after ``delay`` s
+    (a constant reply: the stand-in spends no CPU on the prompt; the delay stands for
+    generation). Its URL goes on ``ready``; it serves until ``stop`` is set."""
     from fakes.sglang_server import Completion, FakeSGLang
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    call = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
     stop_id = tok.convert_tokens_to_ids("<|im_end|>")
-    text = text_of(reply_tokens, 1) + "\n" + call
     ids = [*tok.encode(text, add_special_tokens=False), stop_id]
-    # a constant reply: the engine stand-in spends no CPU on the prompt; ``delay`` stands for generation
     fake = FakeSGLang(
-        lambda prompt_ids, params: Completion(
-            ids, {"type": "stop", "matched": stop_id}
-        ),
+        lambda prompt_ids, params: Completion(ids, {"type": "stop", "matched": stop_id}),
         delay=delay,
         context_length=131072,
         keep_requests=False,

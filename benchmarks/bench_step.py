@@ -78,7 +78,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests" / "python"
 sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
 
-from bench_gateway import cpu_seconds  # noqa: E402  (benchmarks/ is on the path as the script's folder)
+from bench_gateway import cpu_seconds, serve_constant_reply  # noqa: E402  (benchmarks/ is on the path as the script's folder)
 
 GROUP = 8  # episodes per prompt group
 #: (module, class, method) whose time on the calling thread is session management
@@ -93,21 +93,7 @@ RESULT_THREADS = ("agentcore-s3",)
 
 # ----------------------------------------------------------------------------- engine process
 def _engine_main(model_dir: str, delay: float, ready: Any, stop: Any) -> None:
-    from fakes.sglang_server import Completion, FakeSGLang
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    stop_id = tok.convert_tokens_to_ids("<|im_end|>")
-    ids = [*tok.encode("The answer is 4.", add_special_tokens=False), stop_id]
-    fake = FakeSGLang(
-        lambda prompt_ids, params: Completion(ids, {"type": "stop", "matched": stop_id}),
-        delay=delay,
-        context_length=131072,
-        keep_requests=False,
-    )
-    ready.put(fake.start())
-    stop.wait()
-    fake.stop()
+    serve_constant_reply(model_dir, "The answer is 4.", delay, ready, stop)
 
 
 # ----------------------------------------------------------------------------- agent process
