@@ -516,23 +516,11 @@ class GatewayProcess:
                 return
         child = self._release(session_id)
         if child is not None:
-            result, _ = self._batched(child, _Op("delete", session_id))
-            _check_op(result, child, "delete", session_id)
 
-    def _batched(self, child: _Child, op: _Op) -> tuple[dict[str, Any], bytes | None]:
-        """Send ``op`` through the child's channel and wait for its result.
+            def deleted(reply: _Reply) -> None:
+                _check_op(reply[0], child, "delete", session_id)
 
-        :raises GatewayProcessDied: the child died before or while the batch was sent.
-        """
-        assert child.channel is not None
-        child.channel.submit(op)
-        try:
-            return op.future.result(self.call_timeout + 5.0)
-        except TimeoutError:
-            raise RuntimeError(
-                f"the gateway process (pid {child.proc.pid}) did not answer {op.kind} for session "
-                f"{short_id(op.session_id)} within {self.call_timeout + 5.0:g} s"
-            ) from None
+            self._wait(self._submit(child, _Op("delete", session_id), deleted), "delete", session_id)
 
     def _send_batch(self, child: _Child, ops: list[dict[str, Any]]) -> bytes:
         response = self._call(
