@@ -28,14 +28,16 @@ import ssl
 import threading
 import urllib.parse
 import urllib.request
+from collections.abc import Coroutine
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from agentcore_slime.episodes.transports import in_pool
 from agentcore_slime.episodes.wire import MAX_RESULT_BYTES, parse_result
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _FATAL_S3_CODES = {
     "NoSuchBucket",
@@ -167,6 +169,10 @@ class ResultWatcher:
                 self._get_loop, self._get_thread = loop, thread
             return self._get_loop
 
+    async def _on_get_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the GETs' loop and await its result from the caller's loop."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop_for_gets()))
+
     async def _session(self) -> Any:
         import aiohttp
 
@@ -270,8 +276,7 @@ class ResultWatcher:
         self.get_requests += 1
         try:
             if self._presigns():
-                get = asyncio.run_coroutine_threadsafe(self._get_presigned(key), self._loop_for_gets())
-                result = await asyncio.wrap_future(get)
+                result = await self._on_get_loop(self._get_presigned(key))
             else:
                 result = await in_pool(self.executor, self._get_blocking, key)
         except Exception as exc:
@@ -296,9 +301,7 @@ class ResultWatcher:
         """One LIST cycle; None when listing can never work (the waiters have been failed)."""
         try:
             if self._presigns():
-                listing = self._list_presigned(name, min(awaited), max(awaited))
-                run = asyncio.run_coroutine_threadsafe(listing, self._loop_for_gets())
-                return await asyncio.wrap_future(run)
+                return await self._on_get_loop(self._list_presigned(name, min(awaited), max(awaited)))
             return await in_pool(self.executor, self._list_blocking, name, min(awaited), max(awaited))
         except Exception as exc:
             code = getattr(exc, "response", {}).get("Error", {}).get("Code")
