@@ -87,13 +87,14 @@ async def _open_session(runtime: Runtime, sid: str, sampling: dict[str, Any]) ->
     return await runtime.call(runtime.gateway.create_session, sid, sampling)
 
 
-async def _take_traces(runtime: Runtime, sid: str) -> list[CallTrace]:
-    """The session's traces. A gateway that can (``GatewayProcess.submit_finish``) deletes the
-    session in the same batched operation, so the delete that follows has nothing to send."""
+async def _take_traces(runtime: Runtime, sid: str) -> tuple[list[CallTrace], bool]:
+    """The session's traces, and whether the session is gone with them: a gateway that can
+    (``GatewayProcess.submit_finish``) deletes it in the same batched operation, and then there
+    is no delete to send (nor a pool thread to hand it to) when the episode ends."""
     submit = getattr(runtime.gateway, "submit_finish", None)
     if callable(submit):
-        return list(await asyncio.wrap_future(submit(sid)))
-    return list(await runtime.call(runtime.gateway.traces, sid))
+        return list(await asyncio.wrap_future(submit(sid))), True
+    return list(await runtime.call(runtime.gateway.traces, sid)), False
 
 
 async def _end_gateway_session(runtime: Runtime, sid: str, aborted: bool) -> None:
@@ -127,11 +128,11 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
                 episode, "gateway_error", f"gateway could not create the session: {type(exc).__name__}: {exc}"
             )
         traces: list[CallTrace] = []
-        aborted = False
+        aborted = finished = False
         try:
             request = EpisodeRequest(metadata, sid, episode.input_id, base_url, episode.sampling)
             outcome = await runtime.runner.run_episode(request)
-            traces = await _take_traces(runtime, sid)
+            traces, finished = await _take_traces(runtime, sid)
         except asyncio.CancelledError:
             aborted = True
             raise
@@ -140,7 +141,8 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
                 episode, "gateway_error", f"reading the session's traces failed: {type(exc).__name__}: {exc}"
             )
         finally:
-            await asyncio.shield(_end_gateway_session(runtime, sid, aborted))
+            if not finished:
+                await asyncio.shield(_end_gateway_session(runtime, sid, aborted))
             episode.ended = time.monotonic()
     episode.result = outcome.result
     episode.capped = reached_cap(runtime.config, traces)
