@@ -45,7 +45,9 @@ TOOL_CALL_PARSERS: dict[str, str] = {
     "qwen25": "qwen3",
     "hermes": "qwen3",
     "qwen3_coder": "qwen3.5",  # <tool_call><function=..><parameter=..>
-    "glm45": "glm",
+    "glm45": "glm",  # <tool_call>NAME\n<arg_key>..</arg_key>\n<arg_value>..</arg_value>
+    "glm": "glm",  # SGLang's alias of glm45
+    "glm47": "glm",  # GLM-4.7/5: no newline after the name
     "deepseekv3": "deepseek-v3",
 }
 #: SGLang ``--reasoning-parser`` names the gateway can parse too -> ``renderers`` reasoning parser
