@@ -31,6 +31,8 @@ from typing import Any
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.settings.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
 
+from .tool_calls import FORMATS as TOOL_CALL_FORMATS
+from .tool_calls import parse_tool_calls
 from .wire import new_id
 
 logger = logging.getLogger(__name__)
@@ -536,6 +538,8 @@ class PromptBuilder:
     :param extra_stop_ids: more ids that end a turn (generation_config.json ``eos_token_id``).
     :param segment_encoding: render chat-template text through a :class:`SegmentEncoder` when
         the tokenizer allows it (the render worker, used when the gateway's is off, does not).
+    :param tool_call_parser: the SGLang tool-call parser name completions are read with (None:
+        the renderer's own parser).
     """
 
     def __init__(
@@ -546,8 +550,10 @@ class PromptBuilder:
         extra_stop_ids: list[int] | None = None,
         *,
         segment_encoding: bool = True,
+        tool_call_parser: str | None = None,
     ) -> None:
         self.renderer = renderer
+        self.tool_call_parser = tool_call_parser
         self.parser = parsing_view(renderer)  # what parse_completion is given
         self.tokenizer = tokenizer
         self.family = family
@@ -562,6 +568,10 @@ class PromptBuilder:
     def _eos_ids(self) -> list[int]:
         eos = getattr(self.tokenizer, "eos_token_id", None)
         return [eos] if isinstance(eos, int) else []
+
+    def parse(self, completion_ids: list[int], prompt_ids: array[int], tools: list[dict[str, Any]] | None) -> ParsedTurn:
+        """The sampled ids of a call read into its assistant message (:func:`parse_turn`)."""
+        return parse_turn(self.parser, completion_ids, prompt_ids, tools, self.tool_call_parser)
 
     @property
     def releases_gil(self) -> bool:
@@ -749,38 +759,99 @@ class PromptBuilder:
 
 
 # --------------------------------------------------------------------------- parsing
-def parse_completion(
+@dataclass
+class ParsedTurn:
+    """One completion, parsed.
+
+    :param message: the OpenAI assistant message the agent gets.
+    :param tool_call_errors: one short reason per tool call in the text that could not be
+        turned into a valid call (empty when there was none): the turn's flag on its trace.
+    """
+
+    message: dict[str, Any]
+    tool_call_errors: list[str]
+
+
+def _answer_text(renderer: Any, completion_ids: list[int], parsed: Any) -> str | None:
+    """The completion's text after its reasoning, special tokens kept, cut at the first stop
+    token as renderers cuts it; None when the reasoning never closed or ends in a form other
+    than ``</think>`` (the renderer's own split then stands)."""
+    if parsed.reasoning_complete is False:
+        return None
+    tokenizer = getattr(renderer, "_tokenizer", None)
+    if tokenizer is None:
+        return None
+    stops = set(renderer.get_stop_token_ids())
+    end = next((i for i, t in enumerate(completion_ids) if t in stops), len(completion_ids))
+    text = str(tokenizer.decode(list(completion_ids[:end]), skip_special_tokens=False))
+    head, close, tail = text.partition("</think>")
+    if close and (parsed.reasoning_content is not None or head.strip() in ("", "<think>")):
+        return tail
+    return None if parsed.reasoning_content is not None else text
+
+
+def _call(name: str | None, arguments: Any, call_id: str | None = None) -> dict[str, Any]:
+    args = arguments if arguments is not None else {}
+    return {
+        "id": call_id or new_id("call_"),
+        "type": "function",
+        "function": {
+            "name": name,
+            "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+        },
+    }
+
+
+def parse_turn(
     renderer: Any,
     completion_ids: list[int],
     prompt_ids: list[int] | array[int],
     tools: list[dict[str, Any]] | None,
-) -> dict[str, Any]:
-    """Sampled ids -> OpenAI assistant message (content, reasoning_content, tool_calls)."""
+    tool_call_parser: str | None = None,
+) -> ParsedTurn:
+    """Sampled ids -> the assistant message (content, reasoning_content, tool_calls) and the
+    tool calls that could not be read.
+
+    The renderer splits off the reasoning. With an SGLang ``tool_call_parser`` name the answer
+    text is read as SGLang's server reads it (:mod:`.tool_calls`); otherwise the renderer's own
+    parser reads it (renderers families). Either way nothing is dropped in silence: when no call
+    can be read the agent gets the whole text, and every unreadable call is reported.
+    """
     from renderers import ToolCallParseStatus
 
     # the parser looks for the last turn's header (does the prompt open a reasoning block?):
     # its tail is enough, and scanning a 100k-token prompt per call is not free
     tail = prompt_ids[-PARSE_PROMPT_TAIL:]
     parsed = renderer.parse_response(completion_ids, tools=tools or None, prompt_ids=list(tail))
-    calls = []
-    for call in parsed.tool_calls:
-        if call.status != ToolCallParseStatus.OK:
-            continue
-        args = call.arguments if call.arguments is not None else {}
-        calls.append(
-            {
-                "id": call.id or new_id("call_"),
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
-                },
-            }
-        )
-    message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+    content: str = parsed.content
+    errors: list[str] = []
+    if tool_call_parser in TOOL_CALL_FORMATS:
+        text = _answer_text(renderer, completion_ids, parsed)
+        found = parse_tool_calls(tool_call_parser, text, tools) if text is not None else None
+        calls = [_call(name, args) for name, args in found.calls] if found else []
+        if found and (found.calls or found.errors or TOOL_CALL_FORMATS[tool_call_parser].seen_in(found.content)):
+            content, errors = found.content, found.errors  # else the renderer's text (no call in it)
+    else:
+        calls = [_call(c.name, c.arguments, c.id) for c in parsed.tool_calls if c.status == ToolCallParseStatus.OK]
+        errors = [str(c.status.value) for c in parsed.tool_calls if c.status != ToolCallParseStatus.OK]
+        if errors and not calls:  # SGLang's rule: no call read, the whole text is the answer
+            content = _answer_text(renderer, completion_ids, parsed) or content
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
-        message["content"] = parsed.content.strip() or None
+        message["content"] = content.strip() or None
         message["tool_calls"] = calls
     if parsed.reasoning_content:
         message["reasoning_content"] = parsed.reasoning_content
-    return message
+    return ParsedTurn(message, errors)
+
+
+def parse_completion(
+    renderer: Any,
+    completion_ids: list[int],
+    prompt_ids: list[int] | array[int],
+    tools: list[dict[str, Any]] | None,
+    tool_call_parser: str | None = None,
+) -> dict[str, Any]:
+    """Sampled ids -> OpenAI assistant message (content, reasoning_content, tool_calls);
+    :func:`parse_turn` without the errors."""
+    return parse_turn(renderer, completion_ids, prompt_ids, tools, tool_call_parser).message

@@ -61,7 +61,6 @@ from .rendering import (
     generation_stop_ids,
     load_tokenizer,
     normalize_messages,
-    parse_completion,
     tools_key,
 )
 from .store import SessionTraces, rebuild, shared_messages
@@ -313,7 +312,10 @@ class Gateway:
         self._render_pool = RenderPool(
             RendererSpec(model_dir, choice.family, self.config.tool_call_parser, self.config.reasoning_parser)
         )
-        builder = PromptBuilder(renderer, tokenizer, choice.family, generation_stop_ids(model_dir))
+        builder = PromptBuilder(
+            renderer, tokenizer, choice.family, generation_stop_ids(model_dir),
+            tool_call_parser=self.config.tool_call_parser,
+        )
         try:  # compiles the chat template now rather than in the first agent call
             builder.render([{"role": "user", "content": "warm-up"}], None)
         except RenderError as err:
@@ -990,7 +992,7 @@ class Gateway:
                 retry=err.retryable,
             )
         matched = result.finish.get("matched")
-        message, reply = self._reply(
+        message, errors, reply = self._reply(
             call, result.output_ids, result.finish_type, matched if isinstance(matched, str) else None
         )
         trace = CallTrace(
@@ -1007,6 +1009,7 @@ class Gateway:
             chain_break=call.prompt.chain_break,
             latency_ms=(time.perf_counter() - call.started) * 1000,
             weight_version=result.meta.get("weight_version"),
+            tool_call_errors=errors,
         )
         # Recorded just before the last bytes go out, so a trainer reading right after the
         # agent got its reply sees the trace; undone if the agent went away meanwhile.
@@ -1019,11 +1022,12 @@ class Gateway:
 
     def _reply(
         self, call: _Call, output_ids: list[int], finish: str, matched: str | None
-    ) -> tuple[dict[str, Any], _Body]:
-        """Parse the sampled ids into the assistant message and serialize the reply in the
-        call's protocol (on the loop)."""
+    ) -> tuple[dict[str, Any], list[str], _Body]:
+        """Parse the sampled ids into the assistant message (and the tool calls that could not
+        be read) and serialize the reply in the call's protocol (on the loop)."""
         assert self._builder is not None and call.prompt is not None
-        message = parse_completion(self._builder.parser, output_ids, call.prompt.ids, call.request.tools)
+        turn = self._builder.parse(output_ids, call.prompt.ids, call.request.tools)
+        message = turn.message
         completion = Completion(
             call.request.model or self.config.model_id,
             message,
@@ -1032,7 +1036,7 @@ class Gateway:
             len(call.prompt.ids),
             len(output_ids),
         )
-        return message, call.protocol.reply(call.request, completion)
+        return message, turn.tool_call_errors, call.protocol.reply(call.request, completion)
 
     def _decode(self, ids: list[int]) -> str:
         assert self._builder is not None

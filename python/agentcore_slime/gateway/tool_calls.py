@@ -59,6 +59,10 @@ class _Format:
     hint: str  # the start of a call in this family (flags a call the marker does not match)
     parse: Callable[[str, Tools], _Found]
 
+    def seen_in(self, text: str) -> bool:
+        """Whether ``text`` holds the start of a call of this format."""
+        return self.marker in text or self.hint in text
+
 
 # --------------------------------------------------------------------------- shared
 def _schemas(tools: Tools) -> dict[str, dict[str, Any]]:

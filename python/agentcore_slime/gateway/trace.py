@@ -36,6 +36,9 @@ class CallTrace:
         bridged ("" when bridged or when there was nothing to bridge from).
     :param latency_ms: wall time of the call inside the gateway.
     :param weight_version: the engine's ``meta_info.weight_version``, when it reports one.
+    :param tool_call_errors: one short reason per tool call in the completion that the
+        parser could not turn into a valid call (empty: none). A turn with any is *flagged*:
+        the agent got the text as SGLang's server would return it, and the rollout counts it.
     """
 
     prompt_token_ids: list[int]
@@ -51,6 +54,7 @@ class CallTrace:
     chain_break: str = ""
     latency_ms: float = 0.0
     weight_version: str | None = None
+    tool_call_errors: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_token_ids):

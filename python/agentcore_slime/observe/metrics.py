@@ -119,6 +119,8 @@ def step_metrics(
             "calls": len(calls),
             "latency_ms_p50": percentile(latencies, 50),
             "latency_ms_p99": percentile(latencies, 99),
+            # turns whose text held a tool call the gateway could not read (docs/gateway.md)
+            "tool_call_errors": sum(1 for call in calls if call.tool_call_errors),
         },
         "chain_breaks": dict(Counter(call.chain_break for call in calls if call.chain_break)),
         "session_seconds": sum(seconds),
@@ -173,6 +175,9 @@ def progress_line(metrics: dict[str, Any], num_rollout: int | None, elapsed: flo
         parts.append(f"failed {episodes['failed']} ({reasons})")
     if episodes.get("capped"):
         parts.append(f"capped {episodes['capped']}")
+    unread = metrics.get("gateway", {}).get("tool_call_errors")
+    if unread:
+        parts.append(f"unreadable tool calls in {unread} turns")
     parts.append(f"step {metrics['step_seconds']:.1f}s")
     cost = metrics.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("run"), dict):

@@ -30,6 +30,7 @@ class CallRecord:
     :param completion_tokens: sampled tokens.
     :param finish_reason: ``stop``, ``length`` or ``abort``.
     :param latency_ms: wall time of the call inside the gateway.
+    :param tool_call_errors: the tool calls in its text the gateway could not read (their reasons).
     """
 
     messages: list[dict[str, Any]]
@@ -40,6 +41,7 @@ class CallRecord:
     completion_tokens: int
     finish_reason: str
     latency_ms: float
+    tool_call_errors: list[str] = field(default_factory=list)
 
     @classmethod
     def from_trace(cls, trace: Any) -> CallRecord:
@@ -56,6 +58,7 @@ class CallRecord:
             completion_tokens=len(trace.completion_token_ids),
             finish_reason=str(trace.finish_reason),
             latency_ms=float(trace.latency_ms),
+            tool_call_errors=list(trace.tool_call_errors),
         )
 
 

@@ -39,6 +39,8 @@ class ShimRecord:
     :param calls: the gateway calls (indices into the session's traces) in this segment.
     :param failure: the failure's reason code (failed samples only; see episodes/runner.py).
     :param failure_class: ``infrastructure`` for every failure (failed samples only).
+    :param tool_call_errors: the calls of this segment (indices as in ``calls``) whose text held a
+        tool call the gateway could not read (the trace's ``tool_call_errors``).
     """
 
     kind: str
@@ -49,6 +51,7 @@ class ShimRecord:
     calls: tuple[int, ...] = ()
     failure: str | None = None
     failure_class: str | None = None
+    tool_call_errors: tuple[int, ...] = ()
 
     def as_metadata(self) -> dict[str, Any]:
         """The record as stored in metadata: a dict without the fields that are unset."""
@@ -56,6 +59,7 @@ class ShimRecord:
         # twentieth of the rollout's CPU in a step of a thousand episodes)
         record = {f.name: getattr(self, f.name) for f in fields(self)}
         record["calls"] = list(self.calls)
+        record["tool_call_errors"] = list(self.tool_call_errors)
         return {k: v for k, v in record.items() if k in ("kind", "session_id") or v not in (None, [])}
 
     @classmethod
@@ -71,6 +75,7 @@ class ShimRecord:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in stored.items() if k in known}
         values["calls"] = tuple(values.get("calls") or ())
+        values["tool_call_errors"] = tuple(values.get("tool_call_errors") or ())
         values.setdefault("kind", "")
         return cls(**values)
 

@@ -166,6 +166,7 @@ def merge_traces_to_samples(
             segment=number,
             segments=len(segments),
             calls=tuple(segment.calls),
+            tool_call_errors=tuple(i for i in segment.calls if traces[i].tool_call_errors),
         )
         samples.append(
             sample_cls(

@@ -19,6 +19,8 @@ from agentcore_slime.gateway.rendering import (
     load_tokenizer,
     normalize_messages,
     parse_completion,
+    parse_turn,
+    parsing_view,
     same_reply,
 )
 
@@ -119,30 +121,78 @@ def test_reasoning_parser_mapping(model_dir, tokenizer) -> None:
     )
 
 
-def test_parse_completion_drops_malformed_calls_and_mints_ids(
+def _ids(tokenizer, text: str) -> list[int]:
+    return tokenizer.encode(text + "<|im_end|>", add_special_tokens=False)
+
+
+def _chat_template(model_dir, tokenizer, parser: str, reasoning: str | None = None):
+    renderer, _ = choose_renderer(
+        str(model_dir), tokenizer, "default", tool_call_parser=parser, reasoning_parser=reasoning
+    )
+    return parsing_view(renderer)
+
+
+ADD = [{"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "note": {"type": "string"}}}}}]
+
+
+def test_a_turn_with_valid_and_malformed_calls_keeps_the_valid_ones_and_is_flagged(
     model_dir, tokenizer
 ) -> None:
-    renderer, _ = choose_renderer(
-        str(model_dir),
-        tokenizer,
-        "default",
-        tool_call_parser="qwen",
-        reasoning_parser=None,
-    )
+    """Today's SGLang (qwen25): the valid call and the text before it; the bad block is reported."""
+    renderer = _chat_template(model_dir, tokenizer, "qwen")
     good = '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'
     text = f"Sure.\n{good}\n<tool_call>\n{{bad\n</tool_call>"
-    message = parse_completion(
-        renderer,
-        tokenizer.encode(text + "<|im_end|>", add_special_tokens=False),
-        [],
-        None,
-    )
-    assert message["content"] == "Sure."
-    [call] = message["tool_calls"]
-    assert (
-        call["function"] == {"name": "add", "arguments": '{"a": 1}'}
-        and len(call["id"]) == 29
-    )
+    turn = parse_turn(renderer, _ids(tokenizer, text), [], ADD, "qwen")
+    assert turn.message["content"] == "Sure."
+    [call] = turn.message["tool_calls"]
+    assert call["function"] == {"name": "add", "arguments": '{"a": 1}'} and len(call["id"]) == 29
+    assert turn.tool_call_errors == ["a tool call is not valid JSON"]
+
+
+def test_a_turn_whose_calls_all_fail_reaches_the_agent_whole(model_dir, tokenizer) -> None:
+    renderer = _chat_template(model_dir, tokenizer, "qwen")
+    for text in ('<tool_call>\n{"name": "add", "arguments": {oops}\n</tool_call>',
+                 "I would use <tool_call> syntax normally."):
+        turn = parse_turn(renderer, _ids(tokenizer, text), [], ADD, "qwen")
+        assert turn.message == {"role": "assistant", "content": text}
+        assert turn.tool_call_errors
+    plain = parse_turn(renderer, _ids(tokenizer, "Just text."), [], ADD, "qwen")
+    assert (plain.message["content"], plain.tool_call_errors) == ("Just text.", [])
+
+
+def test_qwen3_coder_string_arguments_after_reasoning(model_dir, tokenizer) -> None:
+    """The call renderers' qwen3.5 parser drops (a string value is not JSON) arrives typed by the
+    schema, after the reasoning the think parser split off."""
+    renderer = _chat_template(model_dir, tokenizer, "qwen3_coder", "qwen3")
+    call = ("<tool_call>\n<function=add>\n<parameter=a>\n12\n</parameter>\n"
+            "<parameter=note>\n12\n</parameter>\n</function>\n</tool_call>")
+    turn = parse_turn(renderer, _ids(tokenizer, f"<think>\nadd them\n</think>\n\n{call}"), [], ADD, "qwen3_coder")
+    assert turn.message["reasoning_content"].strip() == "add them"
+    assert turn.message["content"] is None and turn.tool_call_errors == []
+    assert [c["function"] for c in turn.message["tool_calls"]] == [
+        {"name": "add", "arguments": '{"a": 12, "note": "12"}'}
+    ]
+    # what renderers' own parser makes of it: the digits of a string parameter become a number,
+    # and a word (not JSON) makes the call invalid, so it was dropped
+    [mistyped] = parse_completion(renderer, _ids(tokenizer, call), [], ADD)["tool_calls"]
+    assert mistyped["function"]["arguments"] == '{"a": 12, "note": 12}'
+    words = _ids(tokenizer, call.replace("\n12\n</parameter>\n</function>", "\ncats\n</parameter>\n</function>"))
+    dropped = renderer.parse_response(words, tools=ADD)
+    assert [c.status.value for c in dropped.tool_calls] == ["invalid_json"] and dropped.content == ""
+    turn = parse_turn(renderer, _ids(tokenizer, call.replace("\n12\n</parameter>\n</function>",
+                                                             "\ncats\n</parameter>\n</function>")), [], ADD, "qwen3_coder")
+    assert turn.message["tool_calls"][0]["function"]["arguments"] == '{"a": 12, "note": "cats"}'
+
+
+def test_a_renderers_family_parser_hides_nothing_either(model_dir, tokenizer) -> None:
+    """Without an SGLang parser name the family's own parser reads calls; a malformed one is
+    reported and, with no valid call, the agent gets the whole text."""
+    renderer, _ = choose_renderer(str(model_dir), tokenizer, "qwen3", tool_call_parser=None, reasoning_parser=None)
+    text = '<tool_call>\n{"name": "add", "arguments": {oops}\n</tool_call>'
+    turn = parse_turn(parsing_view(renderer), _ids(tokenizer, text), [], ADD)
+    assert turn.message["content"] == text and "tool_calls" not in turn.message
+    assert turn.tool_call_errors == ["invalid_json"]
 
 
 def test_normalize_messages() -> None:
