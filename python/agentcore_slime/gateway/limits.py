@@ -67,7 +67,7 @@ class ConnectionCap:
     """
 
     late_methods = frozenset({"POST"})
-    late_suffix = "/chat/completions"  # agent calls: busy once their body has arrived
+    late_prefix = "/sessions/"  # agent calls, every protocol: busy once their body has arrived
 
     def __init__(self, cap: int) -> None:
         self.server: web.Server | None = None
@@ -108,7 +108,7 @@ class ConnectionCap:
         """Marks the connection busy while its request is handled; requests with a body the
         handler reads itself (``late``) are marked by :meth:`serving` once it has arrived, so
         a connection stalled mid-body can still be closed to make room."""
-        if request.method in self.late_methods and request.path.endswith(self.late_suffix):
+        if request.method in self.late_methods and request.path.startswith(self.late_prefix):
             return await handler(request)  # type: ignore[no-any-return]
         with self.serving(request):
             return await handler(request)  # type: ignore[no-any-return]

@@ -80,6 +80,11 @@ LISTEN_BACKLOG = 1024  # connections the kernel queues for accept
 ACCEPT_BATCH = 16  # connections asyncio accepts in a row before the cap can close old ones
 INLINE_BODY_BYTES = 256 * 1024  # larger chat bodies are parsed in a render thread, not on the loop
 INLINE_NEW_BYTES = 16 * 1024  # a body this much larger than the last one is bridged in a thread too
+# A session holds its last request's messages as sent (to share them with the next request)
+# only while the body is at most this many bytes per prompt token, plus the slack: a body
+# mostly of keys the chat template never renders is not kept, so memory follows tokens.
+RAW_BYTES_PER_TOKEN = 16
+RAW_SLACK_BYTES = 64 * 1024
 _T = TypeVar("_T")
 _Body = tuple[bytes | list[bytes], str]  # a reply as sent: JSON bytes or SSE events, and its content type
 
@@ -94,6 +99,8 @@ class _Session:
     chain: ChainState | None = None  # after the last recorded call
     chain_before: ChainState | None = None  # before it (a repeat of that call is built from here)
     last_request: tuple[list[dict[str, Any]], str] | None = None
+    # the last call's messages as sent, while they are about what its prompt rendered (see _held_raw)
+    last_raw: list[dict[str, Any]] = field(default_factory=list)
     body_bytes: int = 0  # size of the last chat body: a much larger next one brings much new text
     bytes_in_flight: int = 0  # body bytes of its calls being read or served (bounded per session)
     # Idempotency-Key -> the body's digest and the reply sent (oldest first, bounded per session)
@@ -214,6 +221,11 @@ def _next_chain(
             call.messages = messages
     assert call.prompt is not None
     return ChainState(ids, len(call.prompt.ids), messages, message, call.tools_key)
+
+
+def _held_raw(body_bytes: int, prompt_tokens: int) -> bool:
+    """Whether a call's messages as sent may stay with the session (see RAW_BYTES_PER_TOKEN)."""
+    return body_bytes <= RAW_BYTES_PER_TOKEN * prompt_tokens + RAW_SLACK_BYTES
 
 
 def _share_ids(state: ChainState, ids: array[int]) -> ChainState:
@@ -703,12 +715,31 @@ class Gateway:
 
     async def _serve(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
         """One model call in any protocol: the adapter only parses the body and writes the reply."""
+        return await self._admitted(request, protocol, self._serve_body)
+
+    async def _count_tokens(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
+        """The prompt length a call would have, rendered in full (no engine call, nothing
+        recorded). Under a call's bounds: the session's body bytes in flight, its lock (one
+        call or count at a time), the render lanes and the render bound. It stays callable
+        after the session's call cap (it samples nothing)."""
+        return await self._admitted(request, protocol, self._count_body)
+
+    async def _admitted(
+        self,
+        request: web.Request,
+        protocol: Protocol,
+        serve: Callable[[web.Request, _Session, str, bytes, Protocol], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        """The bounds every agent route shares, then ``serve`` with the body read.
+
+        Bodies are read before the session lock: what one session may hold is bounded by the
+        size its calls declare (a body without Content-Length counts as the largest allowed).
+        Until the body has arrived its connection may be closed to make room (limits.ConnectionCap).
+        """
         sid = request.match_info["sid"]
         session = self._session(sid)
         if session is None:
             return self._unknown_session(sid, protocol)
-        # Bodies are read before the session lock: what one session may hold is bounded by the
-        # size its calls declare (a body without Content-Length counts as the largest allowed).
         size = request.content_length if request.content_length is not None else MAX_BODY_BYTES
         if session.bytes_in_flight + size > self.config.session_body_bytes:
             return protocol.error(
@@ -722,7 +753,12 @@ class Gateway:
             )
         session.bytes_in_flight += size
         try:
-            return await self._read_and_serve(request, session, sid, protocol)
+            raw = await self._read_body(request, protocol)
+            if isinstance(raw, web.Response):
+                return raw
+            assert self._cap is not None
+            with self._cap.serving(request):  # from now on its connection is not closed to make room
+                return await serve(request, session, sid, raw, protocol)
         finally:
             session.bytes_in_flight -= size
 
@@ -738,18 +774,14 @@ class Gateway:
                 "invalid_request_error",
                 code="request_timeout",
             )
-        except ConnectionResetError:  # the client went away mid-body, or was closed to make room
+        except (ConnectionResetError, RuntimeError) as err:
+            # the client went away mid-body, or was closed to make room; aiohttp says
+            # RuntimeError("Connection closed.") when the read starts after that
+            transport = request.transport
+            if isinstance(err, RuntimeError) and transport is not None and not transport.is_closing():
+                raise
+            logger.debug("client of %s went away before its body arrived", _redacted(request))
             return web.Response(status=499)
-
-    async def _read_and_serve(
-        self, request: web.Request, session: _Session, sid: str, protocol: Protocol
-    ) -> web.StreamResponse:
-        raw = await self._read_body(request, protocol)
-        if isinstance(raw, web.Response):
-            return raw
-        assert self._cap is not None
-        with self._cap.serving(request):  # from now on its connection is not closed to make room
-            return await self._serve_body(request, session, sid, raw, protocol)
 
     async def _serve_body(
         self, request: web.Request, session: _Session, sid: str, raw: bytes, protocol: Protocol
@@ -777,18 +809,12 @@ class Gateway:
         finally:
             session.in_flight.discard(task)
 
-    async def _count_tokens(self, request: web.Request, protocol: Protocol) -> web.StreamResponse:
-        """The prompt length a call would have, rendered in full (no engine call, nothing
-        recorded; the same token floor, render lanes and render bound as a call)."""
-        sid = request.match_info["sid"]
-        session = self._session(sid)
-        if session is None:
-            return self._unknown_session(sid, protocol)
-        raw = await self._read_body(request, protocol)
-        if isinstance(raw, web.Response):
-            return raw
-        assert self._cap is not None
-        with self._cap.serving(request):
+    async def _count_body(
+        self, request: web.Request, session: _Session, sid: str, raw: bytes, protocol: Protocol
+    ) -> web.StreamResponse:
+        async with session.lock:
+            if session.deleted:
+                return self._unknown_session(sid, protocol)
             deadline = time.monotonic() + self.config.render_timeout
             large = len(raw) > LARGE_BODY_BYTES
             try:
@@ -948,7 +974,7 @@ class Gateway:
         not after the engine answered (hundreds of calls in flight kept tens of thousands of
         such dicts for the garbage collector to walk), and later comparisons with them are
         identity checks."""
-        held = session.store.last_messages
+        held = session.last_raw
         n = shared_messages(chat.messages, held)
         if n == 0 or session.chain is None or len(session.chain.messages) != len(held):
             return normalize_messages(chat.messages)
@@ -1000,7 +1026,7 @@ class Gateway:
             completion_token_ids=result.output_ids,
             logprobs=result.logprobs,
             finish_reason=result.finish_type,  # type: ignore[arg-type]
-            messages=call.request.messages,
+            messages=call.messages,  # as rendered: keys the template never reads are not kept
             response_message=message,
             token_mode=call.prompt.token_mode,  # type: ignore[arg-type]
             session_id=session.sid,
@@ -1108,7 +1134,7 @@ class Gateway:
 
         :returns: a function that undoes exactly this (the reply could not be delivered).
         """
-        saved = (session.chain, session.chain_before, session.last_request)
+        saved = (session.chain, session.chain_before, session.last_request, session.last_raw)
         with self._registry:
             if session.deleted:
                 return lambda: None
@@ -1125,12 +1151,14 @@ class Gateway:
         if session.chain_before is not None:
             session.chain_before = _share_ids(session.chain_before, session.chain.ids)
         session.last_request = (call.messages, call.tools_key)
+        held = _held_raw(session.body_bytes, len(call.prompt.ids))
+        session.last_raw = call.request.messages if held else []
         if trace.chain_break:
             logger.info("session %s: cumulative chain broken (%s)", short_id(session.sid), trace.chain_break)
 
         def undo() -> None:
             logger.info("session %s: reply not delivered, call not recorded", short_id(session.sid))
-            session.chain, session.chain_before, session.last_request = saved
+            session.chain, session.chain_before, session.last_request, session.last_raw = saved
             if key is not None:
                 session.replies.pop(key, None)
             session.sampled_tokens -= len(trace.completion_token_ids)

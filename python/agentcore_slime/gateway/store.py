@@ -176,11 +176,6 @@ class SessionTraces:
         return self._sequence.end
 
     @property
-    def last_messages(self) -> list[dict[str, Any]]:
-        """The last call's request messages, as held (a next request's equal ones can be these)."""
-        return self._last_messages
-
-    @property
     def held_tokens(self) -> int:
         """Ids stored (prompt ids each call added + completion ids): memory is linear in it."""
         return sum(call.held_tokens for call in self._calls)

@@ -23,7 +23,9 @@ class CallTrace:
         when one was sampled (as SGLang reports ``output_ids``).
     :param logprobs: one logprob per completion id, aligned with them.
     :param finish_reason: the engine's finish type: ``stop``, ``length`` or ``abort``.
-    :param messages: the request messages, as the agent sent them (for debugging).
+    :param messages: the request messages as the chat template read them (normalized: role,
+        text content, reasoning, tool calls with parsed arguments, a tool's name; keys the
+        template never renders are not kept, so a trace is bounded by its tokens). For debugging.
     :param response_message: the parsed assistant message the gateway returned.
     :param token_mode: ``bridged`` when the prompt was built by extending the
         previous call's prompt + completion (cumulative mode), ``rendered`` when the

@@ -33,6 +33,7 @@ from agentcore_slime.gateway import GatewayConfig, GatewayProcess
 from agentcore_slime.gateway.config import ADMIN_SECRET_HEADER
 from agentcore_slime.gateway.limits import TokenFloor
 from agentcore_slime.gateway.process import READY_PREFIX
+from agentcore_slime.gateway.protocols import ROUTES
 from agentcore_slime.gateway.rendering import normalize_messages
 from agentcore_slime.gateway.server import LARGE_BODY_BYTES, LARGE_RENDER_THREADS
 from fakes.sglang_server import FakeSGLang, text_policy
@@ -252,6 +253,108 @@ def test_a_body_without_a_length_counts_as_the_largest(make_stand) -> None:
     assert resp.status_code == 429 and "67108864" in resp.json()["error"]["message"]
 
 
+def _count_tokens(base: str, body: Any, **kw: Any) -> httpx.Response:
+    return httpx.post(f"{base}/messages/count_tokens", json=body, **{"timeout": 60, "trust_env": False, **kw})
+
+
+def _anthropic_body(chars: int, tag: str = "") -> dict[str, Any]:
+    return {"model": "m", "max_tokens": 16, **_big_body(chars, tag)}
+
+
+def test_count_tokens_counts_in_the_sessions_bodies_in_flight(make_stand) -> None:
+    """count_tokens is under a call's body bound: two half-sent bodies holding 800 kB of a
+    1 MB bound leave no room for a 300 kB count (before: every count was accepted)."""
+    stand = make_stand(session_body_bytes=1_000_000, client_timeout=5.0)
+    base = stand.gateway.create_session("s")
+    held = [_half_body(stand.gateway.url, "/sessions/s/v1/messages/count_tokens", 400_000) for _ in range(2)]
+    time.sleep(0.3)
+    try:
+        over = _count_tokens(base, _anthropic_body(300_000))
+        assert over.status_code == 429, over.text
+        assert over.json()["type"] == "error" and "session's 1000000" in over.json()["error"]["message"]
+        assert _count_tokens(base, _anthropic_body(100)).status_code == 200  # a small one still fits
+    finally:
+        for conn in held:
+            conn.close()
+
+
+def test_one_sessions_counts_take_one_render_lane_at_a_time(make_stand) -> None:
+    """count_tokens holds the session's lock as a call does: a session's many large counts
+    render one at a time, so another session's large call still finds a lane (before: 150
+    counts of one session filled both large lanes and the other call waited 13 s)."""
+    stand = make_stand(fake={"context_length": 4_194_304})
+    gate = _Gate(stand.gateway._builder, LARGE_BODY_BYTES)
+    base = stand.gateway.create_session("counter")
+    status: list[int] = []
+    counts = [
+        threading.Thread(
+            target=lambda i=i: status.append(
+                _count_tokens(base, _anthropic_body(100_000, f"c{i}")).status_code
+            )
+        )
+        for i in range(LARGE_RENDER_THREADS + 1)
+    ]
+    for thread in counts:
+        thread.start()
+    try:
+        gate.wait_rendering(1)
+        time.sleep(0.3)
+        assert not gate.rendering.acquire(timeout=0.2), "a second count of the session rendered at once"
+        other = stand.gateway.create_session("other")
+        stand.script.replies.append("served")
+        call = threading.Thread(
+            target=lambda: status.append(_chat(other, _big_body(100_000, "o"), timeout=60).status_code)
+        )
+        call.start()
+        gate.wait_rendering(1)  # the other session's call is rendering beside the held count
+    finally:
+        gate.opened.set()
+        for thread in [*counts, call]:
+            thread.join(60)
+    assert status.count(200) == LARGE_RENDER_THREADS + 2
+
+
+def test_a_client_gone_before_its_body_is_a_quiet_499_on_every_route(make_stand, caplog: Any) -> None:
+    """A request whose client closed the connection before the body arrived ends quietly:
+    no 500, no traceback (before: aiohttp's RuntimeError("Connection closed.") on the
+    non-chat routes became a 500 with a logged traceback each)."""
+    stand = make_stand()
+    stand.gateway.create_session("s")
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="agentcore_slime.gateway"):
+        for _ in range(5):
+            for path in AGENT_PATHS.values():
+                conn = _half_body(stand.gateway.url, path, 1000)
+                conn.close()
+        time.sleep(1.0)
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert errors == [], [r.getMessage() for r in errors]
+    quiet = [r for r in caplog.records if "went away before its body arrived" in r.getMessage()]
+    assert len(quiet) == 5 * len(AGENT_PATHS)
+
+
+# --------------------------------------------------------------------- memory by tokens
+def test_keys_the_template_never_renders_are_not_stored(make_stand) -> None:
+    """8 calls each carrying a 1 MB key no chat template renders: the session stores what
+    the template rendered (ids, logprobs, the normalized messages), not the bytes it was sent,
+    and the traces the rollout reads hold no such key (before: 8 MB stored and sent on)."""
+    stand = make_stand()
+    base = stand.gateway.create_session("s")
+    messages: list[dict[str, Any]] = []
+    for turn in range(8):
+        messages.append({"role": "user", "content": f"turn {turn}", "x_junk": "j" * 1_000_000})
+        stand.script.replies.append(f"reply {turn}")
+        reply = _chat(base, {"model": "m", "messages": messages})
+        assert reply.status_code == 200, reply.text
+        messages.append(reply.json()["choices"][0]["message"])
+    stats = stand.gateway.stats()
+    assert stats["stored_bytes"] < 64 * stats["held_tokens"] + 16_384, stats
+    traces = stand.gateway.traces("s")
+    assert all("x_junk" not in m for t in traces for m in t.messages)
+    assert traces[-1].messages[-1] == {"role": "user", "content": "turn 7"}
+    assert stand.gateway._session("s").last_raw == []  # nor is the last body held between calls
+
+
 # --------------------------------------------------------------------- stored replies
 def test_stored_replies_are_bounded_per_session_oldest_first(make_stand) -> None:
     stand = make_stand(stored_replies=3)
@@ -458,10 +561,21 @@ def test_the_open_files_limit_is_raised_to_the_hard_limit(model_dir: Path, token
             _stop_child(proc)
 
 
+# every agent route, with the session's own id (an agent knows it)
+AGENT_PATHS = {
+    "chat": "/sessions/s/v1/chat/completions",
+    **{
+        route.path.split("/")[-1]: route.path.replace("{sid}", "s").replace("{model:.+}", "m")
+        for route in ROUTES
+    },
+}
 STALLS = {
-    "head": b"POST /sessions/s/v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
-    # a body of the session's own (its id known, as an agent knows it), never finished
-    "body": b"POST /sessions/s/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
+    "head": [b"POST /sessions/s/v1/chat/completions HTTP/1.1\r\nHost: x\r\n"],
+    # a body never finished, on every agent route in turn
+    "body": [
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{".encode()
+        for path in AGENT_PATHS.values()
+    ],
 }
 
 
@@ -470,9 +584,9 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
     model_dir: Path, tokenizer: Any, stall: str
 ) -> None:
     """Open-files limit 256 (soft and hard) and 300 connections that send half a request head
-    (or a whole head and half a body) and stall: a legitimate call still gets its answer at
-    once (the oldest stalled connections are closed to make room), not after the 30 s client
-    timeout, and not refused."""
+    (or a whole head and half a body, on every agent route) and stall: a legitimate call still
+    gets its answer at once (the oldest stalled connections are closed to make room), not after
+    the 30 s client timeout, and not refused."""
     with FakeSGLang(text_policy(tokenizer, lambda _: "legit"), tokenizer=tokenizer) as engine:
         proc, url, secret = _start_child(model_dir, engine.url, (256, 256))
         stalled: list[socket.socket] = []
@@ -484,10 +598,12 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
                 timeout=10,
             )
             base = made.json()["base_url"]
-            for _ in range(300):
+            for n in range(300):
                 conn = _raw(url)
-                conn.sendall(STALLS[stall])
+                conn.sendall(STALLS[stall][n % len(STALLS[stall])])
                 stalled.append(conn)
+                if n % 20 == 19:  # the gateway reads each wave's heads before the next arrives
+                    time.sleep(0.1)
             time.sleep(0.5)
             started = time.monotonic()
             reply = _chat(base, HELLO, timeout=10)
@@ -500,8 +616,8 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
                     closed += conn.recv(1) == b""
                 except BlockingIOError:
                     pass
-                except ConnectionResetError:  # closed with the unread head: a reset
-                    closed += 1
+                except ConnectionResetError:  # closed with an unread head: a reset (a whole
+                    closed += stall == "head"  # head was read: the cap's close is a clean end)
             assert closed >= 300 - 256  # the oldest ones made room
             assert proc.poll() is None
         finally:

@@ -299,7 +299,7 @@ def test_replies_parse_the_same_through_the_memoized_tokenizer(
 def test_a_request_repeating_the_conversation_holds_it_once(make_stand: Any) -> None:
     """Messages equal to the last call's become the objects the session holds (raw and
     normalized) as soon as the request is parsed; an edited history does not, and the traces
-    stay what the agent sent either way."""
+    hold what the template rendered of what the agent sent either way."""
     stand = make_stand(cumulative_token_mode=True)
     base = stand.gateway.create_session("s")
     messages: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
@@ -314,9 +314,9 @@ def test_a_request_repeating_the_conversation_holds_it_once(make_stand: Any) -> 
         messages += [reply.json()["choices"][0]["message"], {"role": "user", "content": f"more {turn}"}]
     session = stand.gateway._sessions["s"]
     traces = stand.gateway.traces("s")
-    assert [t.messages for t in traces] == sent
+    assert [t.messages for t in traces] == [normalize_messages(m) for m in sent]
     assert [t.token_mode for t in traces] == ["rendered", "bridged", "rendered"]
-    held, chain = session.store.last_messages, session.chain
+    held, chain = session.last_raw, session.chain
     assert held[0] == {"role": "system", "content": "sys"} and held[1]["content"] == "go, edited"
     assert chain.messages[1]["content"] == "go, edited"
 
@@ -330,7 +330,7 @@ def test_parsed_requests_reuse_the_held_messages(make_stand: Any) -> None:
 
     def recording(chat: Any, session: Any) -> Any:
         normalized = parse(chat, session)
-        seen.append((list(chat.messages), normalized, list(session.store.last_messages), session.chain))
+        seen.append((list(chat.messages), normalized, list(session.last_raw), session.chain))
         return normalized
 
     stand.gateway._messages = recording
