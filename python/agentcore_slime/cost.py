@@ -38,6 +38,9 @@ ACR_ACTIVE_CPU_SHARE = 0.25
 ACR_MEMORY_GB = 2.0
 #: where an agent reports its own spending in its result
 AGENT_COST_KEY = "cost_usd"
+#: the most one episode may report spending: a larger figure is a bug in the agent (or an
+#: attack on the budget), refused with the episode (code ``bad_cost``), never added to a total
+MAX_AGENT_COST_USD = 100.0
 
 
 @dataclass(frozen=True)
@@ -168,20 +171,36 @@ def reported_cost(
 ) -> tuple[float | None, bool]:
     """The agent's own cost from its result: ``(amount, malformed)``.
 
-    A missing key is ``(None, False)``; a value that is not a finite number >= 0 (a string, a
-    negative, NaN) is ``(None, True)``: counted as 0, warned about once per step by the caller.
+    A missing key is ``(None, False)``; a value that is not a number in 0..
+    :data:`MAX_AGENT_COST_USD` (a string, a negative, NaN, ``1e308``, an integer too large for
+    a float) is ``(None, True)``: counted as 0, warned about once per step by the caller (and
+    the episode itself fails, see :func:`cost_problem`).
     """
     if not result or key not in result:
         return None, False
     value = result[key]
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None, True
-    return float(value), False
+    try:
+        amount = float(value)  # an int beyond ~1e308 raises OverflowError
+    except OverflowError:
+        return None, True
+    if not 0 <= amount <= MAX_AGENT_COST_USD:  # NaN fails both comparisons
+        return None, True
+    return amount, False
+
+
+def cost_problem(result: Mapping[str, object] | None, key: str = AGENT_COST_KEY) -> str | None:
+    """Why the cost an agent reported is refused (None when it reported none or a usable one)."""
+    if not reported_cost(result, key)[1]:
+        return None
+    assert result is not None
+    shown = repr(result[key])
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return (
+        f"result {key!r} is {shown}, not a number in 0..{MAX_AGENT_COST_USD:g} "
+        "(USD one episode spent: fix how the agent computes it)"
+    )
 
 
 def episode_cost(rates: Rates, usage: EpisodeUsage) -> Cost:

@@ -19,6 +19,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from agentcore_slime.cost import cost_problem
 from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.episodes.pacing import RateLimiter
 from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher
@@ -37,6 +38,7 @@ FAILURE_REASONS = {
     "result_unreadable": "the result object could not be listed, read or parsed",
     "agent_crashed": "the agent wrote an error result (status_code other than 200)",
     "bad_reward": "the result has no numeric, finite 'rewards'",
+    "bad_cost": "the result reports a cost (AGENT_COST_KEY) that is not a number in 0..MAX_AGENT_COST_USD",
     "gateway_error": "the gateway could not open the session or return its traces",
     "no_traces": "the agent returned a reward but made no usable model call",
     "bad_metadata": "the row's metadata is not an object",
@@ -177,6 +179,8 @@ class EpisodeRunner:
             reward, reason = extract_reward(result)
             if reason is not None:
                 code = "agent_crashed" if result.get("status_code", 200) != 200 else "bad_reward"
+            elif (reason := cost_problem(result, self.config.agent_cost_key)) is not None:
+                reward, code = None, "bad_cost"
         return EpisodeOutcome(request.session_id, reward, reason, result, time.monotonic() - started, code)
 
     async def close(self) -> None:

@@ -188,13 +188,7 @@ class EpisodeRunner:
                 logger.debug("deleting gateway session %s failed: %s", short_id(sid), redact(exc, sid))
         turns, prompt, completion, truncated = _count(traces)
         failure = _outcome_failure(outcome)
-        spent, malformed = reported_cost(outcome.result, self.cost_key)
-        if malformed:
-            logger.warning(
-                "session %s reported a %r that is not a number >= 0: counted as 0",
-                short_id(sid),
-                self.cost_key,
-            )
+        spent, _ = reported_cost(outcome.result, self.cost_key)  # a bad one failed the episode
         if failure is None:
             return Episode(
                 row,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.cost import (
+    MAX_AGENT_COST_USD,
     Budget,
     Cost,
     EpisodeUsage,
@@ -101,7 +102,9 @@ class Ledger:
         return ledger
 
     def carry_forward(self) -> None:
-        """Start from what metrics.jsonl says the run spent (a resumed run)."""
+        """Start from what metrics.jsonl says the run spent (a resumed run): the spend, and the
+        cycles (a training step and the evals after it) replayed as :meth:`charge` built them,
+        so that the budget decides after a resume as the live run would have."""
         if self.run_dir is None:
             return
         for line in read_json_lines(self.run_dir / METRICS_FILE):
@@ -111,10 +114,9 @@ class Ledger:
             self.spent = Cost.from_dict(cost["run"])
             self.successes = _count(cost.get("successful_episodes"))
             self.correct = _count(cost.get("correct_episodes"))
-            if line.get("kind") == "train":
-                self.steps_done = int(line.get("step", -1)) + 1
-                step = Cost.from_dict(cost.get("step") or {})
-                self.dearest_cycle = max(self.dearest_cycle, step.total)
+            step = Cost.from_dict(cost.get("step") or {})
+            kind = "train" if line.get("kind") == "train" else "eval"
+            self._add_to_cycle(kind, step, _count(line.get("step", -1) if kind == "train" else 0))
         if self.spent.total:
             logger.info("carried over from %s: $%.2f spent so far", METRICS_FILE, self.spent.total)
 
@@ -138,24 +140,21 @@ class Ledger:
             amount, bad = reported_cost(episode.result, self.cost_key)
             malformed += bad
             cost = cost + episode_cost(self.rates, EpisodeUsage(episode.seconds, amount))
-        if malformed:  # one line per step, never a crash: the agent's figure counts as 0
+        if malformed:  # one line per step, never a crash: the figure counts 0 (the episode failed)
             logger.warning(
-                "%s rollout %d: %d episode(s) reported a %r that is not a number >= 0; counted as 0",
+                "%s rollout %d: %d episode(s) reported a %r that is not a number in 0..%g; counted as 0 "
+                "and the episodes failed (bad_cost)",
                 kind,
                 step,
                 malformed,
                 self.cost_key,
+                MAX_AGENT_COST_USD,
             )
         self.spent = self.spent + cost
         successes = sum(e.ok for e in episodes)
         self.successes += successes
         self.correct += sum(e.correct for e in episodes)
-        if kind == "train":
-            self.dearest_cycle = max(self.dearest_cycle, self.cycle.total)
-            self.cycle = cost
-            self.steps_done = step + 1
-        else:
-            self.cycle = self.cycle + cost
+        self._add_to_cycle(kind, cost, step)
         return {
             "step": cost.as_dict(),
             "run": self.spent.as_dict(),
@@ -169,6 +168,16 @@ class Ledger:
             "gpu_seconds": seconds,
             "budget_usd": self.budget.limit_usd if self.budget else None,
         }
+
+    def _add_to_cycle(self, kind: str, cost: Cost, step: int) -> None:
+        """A training step starts a new cycle (the last one counts towards the dearest); an
+        eval adds to the current one (the budget's per-step projection includes evals)."""
+        if kind == "train":
+            self.dearest_cycle = max(self.dearest_cycle, self.cycle.total)
+            self.cycle = cost
+            self.steps_done = step + 1
+        else:
+            self.cycle = self.cycle + cost
 
     def projected_total(self, num_rollout: int | None) -> float | None:
         """The run's projected total: spent plus the remaining steps at the dearest one so far."""

@@ -7,6 +7,7 @@ import math
 
 import pytest
 from agentcore_slime.cost import (
+    MAX_AGENT_COST_USD,
     Budget,
     Cost,
     EpisodeUsage,
@@ -64,6 +65,10 @@ def test_gpus_not_priced_count_zero() -> None:
         ({"cost_usd": float("inf")}, (None, True)),
         ({"cost_usd": True}, (None, True)),
         ({"cost_usd": [1]}, (None, True)),
+        ({"cost_usd": 10**400}, (None, True)),  # math.isfinite raised OverflowError on it
+        ({"cost_usd": 1e308}, (None, True)),  # two of them made the run's total inf
+        ({"cost_usd": MAX_AGENT_COST_USD}, (MAX_AGENT_COST_USD, False)),
+        ({"cost_usd": MAX_AGENT_COST_USD * 1.01}, (None, True)),
     ],
 )
 def test_an_agent_reported_cost_is_a_finite_number_or_counted_as_zero(

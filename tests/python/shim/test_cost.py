@@ -68,6 +68,7 @@ def test_a_step_costs_the_model_applied_to_every_episode_started(
     with caplog.at_level(logging.WARNING, logger="agentcore_slime"):
         rollout.generate_rollout(args, 0, ListDataSource(rows, n_samples_per_prompt=2))
         rows[0]["metadata"] = {"case": "malformed"}
+        rows[1]["metadata"] = {"case": "ok", "usd": 0.25}
         rollout.generate_rollout(args, 1, ListDataSource(rows, n_samples_per_prompt=2))
     first, second = metrics(tmp_path)
     cost = first["cost"]
@@ -91,14 +92,16 @@ def test_a_step_costs_the_model_applied_to_every_episode_started(
     )
     assert cost["per_successful_episode_usd"] == pytest.approx(step["total_usd"] / 2)
     assert cost["run"] == step
-    # the second step: a malformed figure counts 0, with one warning for the step
-    assert second["cost"]["step"]["agent_usd"] == 0.0
-    assert second["cost"]["malformed_agent_costs"] == 2
-    warnings = [
-        r.getMessage() for r in caplog.records if "not a number >= 0" in r.getMessage()
-    ]
+    # the second step: a malformed figure counts 0 and fails its episode (bad_cost: its group,
+    # with no signal left, is dropped from the step but billed), with one warning for the step
+    malformed = second["cost"]["malformed_agent_costs"]
+    assert malformed == 2
+    reported = second["cost"]["episodes_billed"] - malformed  # each of the others reported $0.25
+    assert second["cost"]["step"]["agent_usd"] == pytest.approx(0.25 * reported)
+    warnings = [r.getMessage() for r in caplog.records if "not a number in 0..100" in r.getMessage()]
     assert warnings == [
-        "train rollout 1: 2 episode(s) reported a 'cost_usd' that is not a number >= 0; counted as 0"
+        f"train rollout 1: {malformed} episode(s) reported a 'cost_usd' that is not a number in 0..100; "
+        "counted as 0 and the episodes failed (bad_cost)"
     ]
     run = second["cost"]["run"]
     assert run["total_usd"] == pytest.approx(

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from agentcore_slime.cost import MAX_AGENT_COST_USD
 from agentcore_slime.episodes import (
     EpisodeOutcome,
     EpisodeRequest,
@@ -337,6 +338,24 @@ def test_huge_integer_reward_in_s3_fails_only_its_episode(s3_bucket: str, agents
     agent = agents.start(by_case({"big": Behaviour(result={"rewards": 10**400}), "ok": Behaviour()}))
     outcomes = run(local_config(s3_bucket, agent.url), [request("big"), request("ok")])
     assert outcomes[0].failure == "bad_reward" and outcomes[1].ok
+
+
+def test_a_cost_outside_the_ceiling_fails_only_its_episode(s3_bucket: str, agents: Any) -> None:
+    """A reported cost that is not a number in 0..MAX_AGENT_COST_USD (10**400 made the step
+    raise OverflowError; 1e308 made the run's total inf) is bad input: that episode fails with
+    bad_cost and a message that names the figure, its sibling goes on."""
+    cases = {
+        "huge": Behaviour(result={"rewards": 1.0, "cost_usd": 10**400}),
+        "inf": Behaviour(result={"rewards": 1.0, "cost_usd": 1e308}),
+        "over": Behaviour(result={"rewards": 1.0, "cost_usd": MAX_AGENT_COST_USD + 1}),
+        "text": Behaviour(result={"rewards": 1.0, "cost_usd": "lots"}),
+        "ok": Behaviour(result={"rewards": 1.0, "cost_usd": MAX_AGENT_COST_USD}),
+    }
+    agent = agents.start(by_case(cases))
+    outcomes = run(local_config(s3_bucket, agent.url), [request(case) for case in cases])
+    assert [o.failure for o in outcomes] == ["bad_cost"] * 4 + [None]
+    assert "result 'cost_usd' is 1e+308, not a number in 0..100" in str(outcomes[1].reason)
+    assert outcomes[0].reward is None and outcomes[4].reward == 1.0
 
 
 def test_oversized_result_is_unreadable(s3_bucket: str, agents: Any) -> None:
