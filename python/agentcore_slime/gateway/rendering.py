@@ -569,7 +569,9 @@ class PromptBuilder:
         eos = getattr(self.tokenizer, "eos_token_id", None)
         return [eos] if isinstance(eos, int) else []
 
-    def parse(self, completion_ids: list[int], prompt_ids: array[int], tools: list[dict[str, Any]] | None) -> ParsedTurn:
+    def parse(
+        self, completion_ids: list[int], prompt_ids: array[int], tools: list[dict[str, Any]] | None
+    ) -> ParsedTurn:
         """The sampled ids of a call read into its assistant message (:func:`parse_turn`)."""
         return parse_turn(self.parser, completion_ids, prompt_ids, tools, self.tool_call_parser)
 
@@ -829,10 +831,12 @@ def parse_turn(
         text = _answer_text(renderer, completion_ids, parsed)
         found = parse_tool_calls(tool_call_parser, text, tools) if text is not None else None
         calls = [_call(name, args) for name, args in found.calls] if found else []
-        if found and (found.calls or found.errors or TOOL_CALL_FORMATS[tool_call_parser].seen_in(found.content)):
+        seen = found is not None and TOOL_CALL_FORMATS[tool_call_parser].seen_in(found.content)
+        if found and (found.calls or found.errors or seen):
             content, errors = found.content, found.errors  # else the renderer's text (no call in it)
     else:
-        calls = [_call(c.name, c.arguments, c.id) for c in parsed.tool_calls if c.status == ToolCallParseStatus.OK]
+        ok = ToolCallParseStatus.OK
+        calls = [_call(c.name, c.arguments, c.id) for c in parsed.tool_calls if c.status == ok]
         errors = [str(c.status.value) for c in parsed.tool_calls if c.status != ToolCallParseStatus.OK]
         if errors and not calls:  # SGLang's rule: no call read, the whole text is the answer
             content = _answer_text(renderer, completion_ids, parsed) or content

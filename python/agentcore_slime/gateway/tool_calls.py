@@ -177,7 +177,9 @@ def _deepseekv3(text: str, tools: Tools) -> _Found:
 # --------------------------------------------------------------------------- qwen3_coder
 _CODER_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 _CODER_FUNCTION = re.compile(r"<function=(.*?)</function>|<function=(.*)$", re.DOTALL)
-_CODER_PARAMETER = re.compile(r"<parameter=(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|$)", re.DOTALL)
+_CODER_PARAMETER = re.compile(
+    r"<parameter=(.*?)(?:</parameter>|(?=<parameter=)|(?=</function>)|$)", re.DOTALL
+)
 _INT_TYPES = ("int", "uint", "long", "short", "unsigned")
 
 
@@ -285,9 +287,8 @@ def schema_type(schema: Any) -> str | None:
         if kinds:
             return kinds[0] if len(set(kinds)) == 1 or "string" not in kinds else "string"
     if isinstance(schema.get("enum"), list):
-        values = schema["enum"]
-        kinds = {_json_kind(v) for v in values}
-        return kinds.pop() if len(kinds) == 1 else "string"
+        enum_kinds = {_json_kind(v) for v in schema["enum"]}
+        return enum_kinds.pop() if len(enum_kinds) == 1 else "string"
     if isinstance(schema.get("allOf"), list):
         return next((k for k in map(schema_type, schema["allOf"]) if k and k != "string"), "string")
     if "properties" in schema:
@@ -320,9 +321,9 @@ def _number(value: str) -> Any:
 
 def _glm_value(raw: str, kind: str | None) -> Any:
     """An ``<arg_value>``: JSON, then JSON inside quotes, then a Python literal, then the text."""
-    for attempt in (lambda: json.loads(raw), lambda: json.loads(json.loads('{"tmp": "' + raw + '"}')["tmp"])):
-        try:
-            value = attempt()
+    for text in (raw, None):
+        try:  # the second try reads the value as the inside of a JSON string first
+            value = json.loads(raw if text is not None else json.loads('{"tmp": "' + raw + '"}')["tmp"])
         except (ValueError, KeyError, TypeError):
             continue
         return _number(value) if kind == "number" and isinstance(value, str) else value

@@ -52,7 +52,11 @@ def main() -> int:
 
     results = [_serve(case) for case in json.load(sys.stdin)]
     names = sorted(FunctionCallParser.ToolCallParserEnum)
-    print(json.dumps({"version": sglang.__version__, "parsers": names, "results": results}, ensure_ascii=False))
+    print(
+        json.dumps(
+            {"version": sglang.__version__, "parsers": names, "results": results}, ensure_ascii=False
+        )
+    )
     return 0
 
 

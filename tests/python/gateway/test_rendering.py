@@ -167,7 +167,8 @@ def test_qwen3_coder_string_arguments_after_reasoning(model_dir, tokenizer) -> N
     renderer = _chat_template(model_dir, tokenizer, "qwen3_coder", "qwen3")
     call = ("<tool_call>\n<function=add>\n<parameter=a>\n12\n</parameter>\n"
             "<parameter=note>\n12\n</parameter>\n</function>\n</tool_call>")
-    turn = parse_turn(renderer, _ids(tokenizer, f"<think>\nadd them\n</think>\n\n{call}"), [], ADD, "qwen3_coder")
+    thought = _ids(tokenizer, f"<think>\nadd them\n</think>\n\n{call}")
+    turn = parse_turn(renderer, thought, [], ADD, "qwen3_coder")
     assert turn.message["reasoning_content"].strip() == "add them"
     assert turn.message["content"] is None and turn.tool_call_errors == []
     assert [c["function"] for c in turn.message["tool_calls"]] == [
@@ -177,18 +178,20 @@ def test_qwen3_coder_string_arguments_after_reasoning(model_dir, tokenizer) -> N
     # and a word (not JSON) makes the call invalid, so it was dropped
     [mistyped] = parse_completion(renderer, _ids(tokenizer, call), [], ADD)["tool_calls"]
     assert mistyped["function"]["arguments"] == '{"a": 12, "note": 12}'
-    words = _ids(tokenizer, call.replace("\n12\n</parameter>\n</function>", "\ncats\n</parameter>\n</function>"))
+    words = _ids(tokenizer, call.replace(
+        "\n12\n</parameter>\n</function>", "\ncats\n</parameter>\n</function>"))
     dropped = renderer.parse_response(words, tools=ADD)
     assert [c.status.value for c in dropped.tool_calls] == ["invalid_json"] and dropped.content == ""
-    turn = parse_turn(renderer, _ids(tokenizer, call.replace("\n12\n</parameter>\n</function>",
-                                                             "\ncats\n</parameter>\n</function>")), [], ADD, "qwen3_coder")
+    turn = parse_turn(renderer, words, [], ADD, "qwen3_coder")
     assert turn.message["tool_calls"][0]["function"]["arguments"] == '{"a": 12, "note": "cats"}'
 
 
 def test_a_renderers_family_parser_hides_nothing_either(model_dir, tokenizer) -> None:
     """Without an SGLang parser name the family's own parser reads calls; a malformed one is
     reported and, with no valid call, the agent gets the whole text."""
-    renderer, _ = choose_renderer(str(model_dir), tokenizer, "qwen3", tool_call_parser=None, reasoning_parser=None)
+    renderer, _ = choose_renderer(
+        str(model_dir), tokenizer, "qwen3", tool_call_parser=None, reasoning_parser=None
+    )
     text = '<tool_call>\n{"name": "add", "arguments": {oops}\n</tool_call>'
     turn = parse_turn(parsing_view(renderer), _ids(tokenizer, text), [], ADD)
     assert turn.message["content"] == text and "tool_calls" not in turn.message

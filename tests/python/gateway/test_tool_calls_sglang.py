@@ -23,8 +23,12 @@ from tool_call_texts import MALFORMED, TOOLS, VALID
 
 PROBE = Path(__file__).with_name("sglang_tool_probe.py")
 REPO = Path(__file__).resolve().parents[3]
-CASES = [(parser, kind, name, text) for kind, table in (("valid", VALID), ("malformed", MALFORMED))
-         for parser, texts in table.items() for name, text in texts.items()]
+CASES = [
+    (parser, kind, name, text)
+    for kind, table in (("valid", VALID), ("malformed", MALFORMED))
+    for parser, texts in table.items()
+    for name, text in texts.items()
+]
 
 
 def _sglang_python() -> Path:
@@ -42,8 +46,14 @@ def _sglang_python() -> Path:
 def sglang() -> dict[str, Any]:
     cases = [{"parser": parser, "text": text, "tools": TOOLS} for parser, _, _, text in CASES]
     cases += [{"parser": "qwen25", "text": VALID["qwen25"]["string"], "tools": []}]
-    done = subprocess.run([str(_sglang_python()), str(PROBE)], input=json.dumps(cases), capture_output=True,
-                          text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [str(_sglang_python()), str(PROBE)],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     reply = json.loads(done.stdout.splitlines()[-1])
     assert reply["version"] == "0.5.13"
@@ -76,7 +86,11 @@ def test_no_tools_no_parse_as_sglang(sglang: dict[str, Any]) -> None:
     assert ours.errors == ["a tool call while no tools were offered"]
 
 
-@pytest.mark.parametrize(("parser", "kind", "name", "text"), CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
-def test_malformed_calls_are_reported_and_valid_ones_are_not(parser: str, kind: str, name: str, text: str) -> None:
+@pytest.mark.parametrize(
+    ("parser", "kind", "name", "text"), CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES]
+)
+def test_malformed_calls_are_reported_and_valid_ones_are_not(
+    parser: str, kind: str, name: str, text: str
+) -> None:
     errors = parse_tool_calls(parser, text, TOOLS).errors
     assert bool(errors) == (kind == "malformed"), errors

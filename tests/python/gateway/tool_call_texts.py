@@ -41,6 +41,7 @@ TOOLS: list[dict[str, Any]] = [
     },
 ]
 
+
 # ------------------------------------------------------------------ per-family call writers
 def _json_call(name: str, args: dict[str, Any], newlines: bool = True) -> str:
     import json
@@ -72,28 +73,47 @@ def _deepseek_calls(*calls: tuple[str, str]) -> str:
     return f"<｜tool▁calls▁begin｜>{inner}<｜tool▁calls▁end｜>"
 
 
-MIXED_JSON = {"q": "007", "limit": 5, "exact": True, "filters": {"lang": "en"}, "tags": ["a", "b"], "score": 0.5}
+MIXED_JSON = {
+    "q": "007",
+    "limit": 5,
+    "exact": True,
+    "filters": {"lang": "en"},
+    "tags": ["a", "b"],
+    "score": 0.5,
+}
 # the XML-like formats write every value as text; the schema types them
-MIXED_TEXT = {"q": "007", "limit": "5", "exact": "true", "filters": '{"lang": "en"}', "tags": '["a", "b"]', "score": "0.5"}
+MIXED_TEXT = {
+    "q": "007",
+    "limit": "5",
+    "exact": "true",
+    "filters": '{"lang": "en"}',
+    "tags": '["a", "b"]',
+    "score": "0.5",
+}
 
 VALID: dict[str, dict[str, str]] = {
     "qwen25": {
         "string": _json_call("search", {"q": "cats"}),
         "mixed": _json_call("search", MIXED_JSON),
-        "two calls": _json_call("search", {"q": "cats"}) + "\n" + _json_call("calculator", {"expression": "2+2"}),
+        "two calls": _json_call("search", {"q": "cats"})
+        + "\n"
+        + _json_call("calculator", {"expression": "2+2"}),
         "text then call": "Let me look that up.\n" + _json_call("search", {"q": "cats"}),
     },
     "hermes": {
         "string": _json_call("search", {"q": "cats"}, newlines=False),
         "mixed": _json_call("search", MIXED_JSON),
-        "two calls": _json_call("search", {"q": "a"}, False) + _json_call("calculator", {"expression": "1"}, False),
+        "two calls": _json_call("search", {"q": "a"}, False)
+        + _json_call("calculator", {"expression": "1"}, False),
         "text then call": "Let me look that up. " + _json_call("search", {"q": "cats"}, newlines=False),
     },
     "qwen3_coder": {
         "string": _coder_call("search", {"q": "cats"}),
         "mixed": _coder_call("search", MIXED_TEXT),
         "multi-line string": _coder_call("calculator", {"expression": "line one\nline two"}),
-        "two calls": _coder_call("search", {"q": "cats"}) + "\n" + _coder_call("calculator", {"expression": "2+2"}),
+        "two calls": _coder_call("search", {"q": "cats"})
+        + "\n"
+        + _coder_call("calculator", {"expression": "2+2"}),
         "text then call": "Let me look that up.\n\n" + _coder_call("search", {"q": "cats", "limit": "3"}),
         "null": _coder_call("search", {"q": "cats", "filters": "null"}),
     },
@@ -101,13 +121,15 @@ VALID: dict[str, dict[str, str]] = {
         "string": _glm45_call("search", {"q": "cats"}),
         "mixed": _glm45_call("search", MIXED_TEXT),
         "digits of a string": _glm45_call("search", {"q": "12345"}),
-        "two calls": _glm45_call("search", {"q": "cats"}) + _glm45_call("calculator", {"expression": "2+2"}),
+        "two calls": _glm45_call("search", {"q": "cats"})
+        + _glm45_call("calculator", {"expression": "2+2"}),
         "text then call": "Let me look that up.\n" + _glm45_call("search", {"q": "cats"}),
     },
     "glm47": {
         "string": _glm47_call("search", {"q": "cats"}),
         "mixed": _glm47_call("search", MIXED_TEXT),
-        "two calls": _glm47_call("search", {"q": "cats"}) + _glm47_call("calculator", {"expression": "2+2"}),
+        "two calls": _glm47_call("search", {"q": "cats"})
+        + _glm47_call("calculator", {"expression": "2+2"}),
         "text around calls": "Looking.\n" + _glm47_call("search", {"q": "cats"}) + "\nDone.",
     },
     "deepseekv3": {
@@ -127,7 +149,9 @@ MALFORMED: dict[str, dict[str, str]] = {
         "not an object": '<tool_call>\n"calculator"\n</tool_call>',
         "unknown tool": _json_call("browse", {"url": "x"}),
         "cut off": '<tool_call>\n{"name": "search", "argu',
-        "double-encoded arguments": '<tool_call>\n{"name": "search", "arguments": "{\\"q\\": \\"cats\\"}"}\n</tool_call>',
+        "double-encoded arguments": (
+            '<tool_call>\n{"name": "search", "arguments": "{\\"q\\": \\"cats\\"}"}\n</tool_call>'
+        ),
     },
     "hermes": {
         "invalid JSON": '<tool_call>{"name": "calculator", "arguments": {oops}</tool_call>',
@@ -144,7 +168,9 @@ MALFORMED: dict[str, dict[str, str]] = {
         "no name end": "<tool_call>\n<function=search</tool_call>",
     },
     "glm45": {
-        "no newline after the name": "<tool_call>search<arg_key>q</arg_key><arg_value>cats</arg_value></tool_call>",
+        "no newline after the name": (
+            "<tool_call>search<arg_key>q</arg_key><arg_value>cats</arg_value></tool_call>"
+        ),
         "a mention": "I would use <tool_call> syntax normally.",
         "unknown tool": _glm45_call("browse", {"url": "x"}),
         "cut off": "<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>ca",
@@ -156,9 +182,13 @@ MALFORMED: dict[str, dict[str, str]] = {
     },
     "deepseekv3": {
         "invalid JSON": _deepseek_calls(("search", "{oops}")),
-        "no fence": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search {}<｜tool▁call▁end｜>",
+        "no fence": (
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search {}<｜tool▁call▁end｜>"
+        ),
         "unknown tool": _deepseek_calls(("browse", '{"url": "x"}')),
-        "cut off": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{"q": "ca',
+        "cut off": (
+            '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{"q": "ca'
+        ),
     },
 }
 MALFORMED["qwen"] = MALFORMED["qwen25"]

@@ -71,7 +71,9 @@ def PAIRS(values: list[str]) -> bool:  # noqa: N802
 # slime calls save_hf.format(rollout_id=...) (megatron_utils/actor.py:574-575 at fa3c990)
 SAVE_HF = _one(lambda v: "{rollout_id}" in v and "{}" not in v)
 # SGLang 0.5.13 names read at the pinned version (FunctionCallParser / ReasoningParser), a subset
-TOOL_CALL_PARSERS = ("qwen", "qwen25", "qwen3_coder", "hermes", "llama3", "mistral", "deepseekv3", "glm45", "glm", "glm47")
+TOOL_CALL_PARSERS = (
+    "qwen", "qwen25", "qwen3_coder", "hermes", "llama3", "mistral", "deepseekv3", "glm45", "glm", "glm47"
+)
 REASONING_PARSERS = ("qwen3", "qwen3-thinking", "deepseek-r1", "glm45", "kimi", "gpt-oss")
 
 #: flag -> (where it is defined at the pinned commit, what its value must look like)
