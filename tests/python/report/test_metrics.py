@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,23 @@ def test_progress_line_shows_step_reward_failures_and_eta() -> None:
     assert line.endswith("step 60.0s | ETA 5m00s")  # 60 s a step, 5 steps to go
     last = progress_line(step_metrics("train", 9, step_records(9), 1.0, wall_time=0), 10, 10.0, 1)
     assert "ETA" not in last
+
+
+def test_turns_with_unreadable_tool_calls_are_counted_and_shown() -> None:
+    records = step_records(2)
+    assert step_metrics("train", 2, records, 1.0, wall_time=0)["gateway"]["tool_call_errors"] == 0
+    first, second = records[0].calls[0], records[1].calls[0]
+    flagged = [
+        replace(records[0], calls=[replace(first, tool_call_errors=["a tool call is not valid JSON"])]),
+        replace(records[1], calls=[replace(second, tool_call_errors=["unknown tool 'x'", "cut off"])]),
+        *records[2:],
+    ]
+    metrics = step_metrics("train", 2, flagged, 1.0, wall_time=0)
+    assert metrics["gateway"]["tool_call_errors"] == 2  # turns, not calls
+    assert "| unreadable tool calls in 2 turns |" in progress_line(metrics, 10, 1.0, 1)
+    assert "unreadable" not in progress_line(step_metrics("train", 2, records, 1.0, wall_time=0), 10, 1.0, 1)
+    again = EpisodeRecord.from_json(json.loads(json.dumps(flagged[1].to_json())))
+    assert again.calls[0].tool_call_errors == ["unknown tool 'x'", "cut off"]
 
 
 def test_selection_keeps_the_first_n_and_every_failed_episode() -> None:
