@@ -344,7 +344,11 @@ refute_line_in_job() {
   TMPDIR=$WORK/tmp run -0 --separate-stderr "$TRAIN" --dry-run --set NUM_ROLLOUT=3 "$WORK/exp.env"
   ((${#lines[@]} == 1)) || flunk "$output"
   [[ ${lines[0]} == "python3 $WORK/install/slime/train.py --swiglu --num-layers 36 "*"--num-rollout 3"* ]] || flunk "$output"
-  [[ ${lines[0]} == *" --custom-config-path $RUN_DIR/toolkit.yaml" ]] || flunk "$output"
+  # the node of make_install is one of the pinned stack: slime fa3c990's flag, SGLang 0.5.13's name
+  [[ ${lines[0]} == *" --custom-config-path $RUN_DIR/toolkit.yaml --megatron-to-hf-mode bridge --sglang-cuda-graph-max-bs 32" ]] ||
+    flunk "$output"
+  [[ $stderr == *"train.sh: slime version unknown (not a git checkout), SGLang 0.5.13: --megatron-to-hf-mode bridge; --sglang-cuda-graph-max-bs 32"* ]] ||
+    flunk "$stderr"
   refute_calls
   [[ ! -e $TOOLKIT_RUNS_DIR ]]
   run -0 find "$WORK/tmp" -mindepth 1

@@ -116,7 +116,7 @@ dry_run_then_real() { # <bin/train argument>...
   run -1 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
   [[ $stderr == *"train.sh: model script $WORK/install/slime/scripts/models/failing.sh failed with status 1"* ]] ||
     flunk "$stderr"
-  [[ $stderr == *"bin/train: train.sh --print-command stopped (status 1, the reason above): \${MODEL_ARGS[@]}, \${WANDB_ARGS[@]}, \${RESUME_ARGS[@]} and \${TRAIN_ENV_ARGS[@]} stay unexpanded below"* ]] ||
+  [[ $stderr == *"bin/train: train.sh --print-command stopped (status 1, the reason above): \${MODEL_ARGS[@]}, \${STACK_ARGS[@]}, \${WANDB_ARGS[@]}, \${RESUME_ARGS[@]} and \${TRAIN_ENV_ARGS[@]} stay unexpanded below"* ]] ||
     flunk "$stderr"
   [[ $output == "python3 $WORK/install/slime/train.py \${MODEL_ARGS[@]} "* ]] || flunk "$output"
   refute_calls
@@ -135,4 +135,34 @@ dry_run_then_real() { # <bin/train argument>...
   [[ $output == "plain 'two words' '' "* && $output == *" -x=1,2:3@%+./" ]] || flunk "$output"
   run -0 command_line "\${X[@]}" -- a "\${X[@]}" b
   assert_output "a \${X[@]} b"
+}
+
+@test "the slime stack's flags are chosen from the node: v0.3.1's slime and SGLang 0.5.15, dry run and real run alike" {
+  # the node of make_install, moved to slime v0.3.1 (no --megatron-to-hf-mode) and SGLang
+  # 0.5.15.post1 (--cuda-graph-max-bs-decode; the old name is a deprecated alias there)
+  echo 'parser.add_argument("--rollout-sample-hook-path")' >"$WORK/install/slime/slime/utils/arguments.py"
+  printf '%s\n' 'parser.add_argument("--cuda-graph-max-bs")' 'parser.add_argument("--cuda-graph-max-bs-decode")' \
+    >"$WORK/install/site/sglang/srt/server_args.py"
+  mv "$WORK/install/site/sglang-0.5.13.dist-info" "$WORK/install/site/sglang-0.5.15.post1.dist-info"
+  sed -i 's/^Version: .*/Version: 0.5.15.post1/' "$WORK/install/site/sglang-0.5.15.post1.dist-info/METADATA"
+  dry_run_then_real "$WORK/exp.env"
+  [[ $printed == *" --custom-config-path $RUN_DIR/toolkit.yaml --sglang-cuda-graph-max-bs-decode 32 --use-wandb "* ]] ||
+    flunk "$printed"
+  [[ $printed != *"--megatron-to-hf-mode"* ]] || flunk "$printed"
+  assert_printed_is_submitted
+  grep -qF "train.sh: slime version unknown (not a git checkout), SGLang 0.5.15.post1: no --megatron-to-hf-mode (this slime has none and loads an HF --ref-load itself); --sglang-cuda-graph-max-bs-decode 32" \
+    "$RUN_DIR/train.log" || flunk "$(cat "$RUN_DIR/train.log")"
+}
+
+@test "no sglang for python3: --dry-run leaves the stack's flags unexpanded and says why; a run stops before anything" {
+  export PYTHONPATH="$WORK/empty"
+  run -0 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
+  [[ $output == *" --custom-config-path $RUN_DIR/toolkit.yaml \${STACK_ARGS[@]} --use-wandb "* ]] || flunk "$output"
+  [[ $stderr == *"train.sh: python3 ("*") has no sglang package (activate the environment that has the slime stack)"* ]] ||
+    flunk "$stderr"
+  [[ $stderr == *"train.sh: the slime stack cannot be read here: \${STACK_ARGS[@]} stays unexpanded"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  grep -qF "train.sh: cannot tell which slime stack this node has (the reason above)" "$RUN_DIR/train.log" ||
+    flunk "$(cat "$RUN_DIR/train.log")"
+  refute_calls
 }

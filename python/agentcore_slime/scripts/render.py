@@ -25,9 +25,20 @@ logger = logging.getLogger(__name__)
 ROLLOUT_FUNCTION = "agentcore_slime.rollout.generate_rollout"
 REWARD_POST_PROCESS = "agentcore_slime.rewards.normalize_episode_rewards"
 SGLANG_CUDA_GRAPH_MAX_BS = 32
+#: passed as --megatron-to-hf-mode only to a slime that has the flag (fa3c990: bridge mode is what
+#: loads the HF --ref-load; later slimes removed the flag and load it natively)
+MEGATRON_TO_HF_MODE = "bridge"
 
-#: placeholders in :attr:`Rendered.slime_argv` for the flags the script computes at run time
-RUNTIME_WORDS = ("${MODEL_ARGS[@]}", "${WANDB_ARGS[@]}", "${RESUME_ARGS[@]}", "${TRAIN_ENV_ARGS[@]}")
+#: placeholders in :attr:`Rendered.slime_argv` for the flags the script computes at run time;
+#: STACK_ARGS are the flags whose name or presence depends on the slime and SGLang installed
+#: (templates/lib/slime.sh)
+RUNTIME_WORDS = (
+    "${MODEL_ARGS[@]}",
+    "${STACK_ARGS[@]}",
+    "${WANDB_ARGS[@]}",
+    "${RESUME_ARGS[@]}",
+    "${TRAIN_ENV_ARGS[@]}",
+)
 
 
 @dataclass
@@ -118,7 +129,8 @@ def _num(value: Value) -> str:
 def flag_groups(config: Config, run_dir: Path, variant: Variant) -> list[tuple[str, list[list[str]]]]:
     """The static slime flags, grouped as in slime's own scripts; one inner list per line.
 
-    Run-time groups (MODEL_ARGS, wandb, --train-env-vars) are added by the script itself.
+    Run-time groups (MODEL_ARGS, the slime stack's flags, wandb, --train-env-vars) are added by
+    the script itself.
 
     :param config: the resolved configuration.
     :param run_dir: the run directory (for --custom-config-path).
@@ -233,7 +245,7 @@ def _misc_flags(c: dict[str, Value], variant: Variant) -> list[list[str]]:
     else:
         rollout = int(str(c["ROLLOUT_NUM_GPUS"]))
         flags += [["--actor-num-gpus-per-node", str(gpus - rollout)], ["--rollout-num-gpus", str(rollout)]]
-    return flags + [["--megatron-to-hf-mode", "bridge"]]
+    return flags
 
 
 def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
@@ -241,7 +253,6 @@ def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
         ["--rollout-num-gpus-per-engine", _num(c["ROLLOUT_GPUS_PER_ENGINE"])],
         ["--sglang-data-parallel-size", _num(c["SGLANG_DATA_PARALLEL_SIZE"])],
         ["--sglang-mem-fraction-static", _num(c["SGLANG_MEM_FRACTION_STATIC"])],
-        ["--sglang-cuda-graph-max-bs", str(SGLANG_CUDA_GRAPH_MAX_BS)],
         ["--sglang-log-level", "error"],
     ]
     for name, flag in (
@@ -323,6 +334,8 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
         "job_pythonpath": f"{c['MEGATRON_DIR']}:{paths.repo / 'python'}",
         "wandb_group": c["WANDB_GROUP"] if c["WANDB_GROUP"] is not None else c["EXP_ID"],
         "yaml_keys": [(key.yaml_key, c[key.name]) for key in rollout_keys()],
+        "megatron_to_hf_mode": MEGATRON_TO_HF_MODE,
+        "sglang_cuda_graph_max_bs": SGLANG_CUDA_GRAPH_MAX_BS,
     }
     files = {
         chosen.script: env.get_template(TEMPLATE).render(context),

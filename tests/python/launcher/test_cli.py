@@ -55,8 +55,11 @@ def test_dry_run_prints_the_command_and_writes_nothing(
     # says why); the other arrays are built, empty without a wandb key, checkpoint or CUDA_HOME
     assert command.startswith("python3 /root/slime/train.py ${MODEL_ARGS[@]} --hf-checkpoint /m ")
     assert " --num-rollout 5 " in command
-    # the command a real run executes: its toolkit.yaml is the run directory's
-    assert command.endswith(f" --custom-config-path {tmp_path}/runs/cli-exp/toolkit.yaml '--my flag'")
+    # the command a real run executes: its toolkit.yaml is the run directory's; the flags that
+    # depend on the slime stack stay a placeholder too (no slime here)
+    assert command.endswith(
+        f" --custom-config-path {tmp_path}/runs/cli-exp/toolkit.yaml ${{STACK_ARGS[@]}} '--my flag'"
+    )
     # the hint repeats the whole invocation, --set and the flags after -- included
     hint = f"bin/train --render-only --set NUM_ROLLOUT=5 {env_file} -- '--my flag'"
     assert f"to read the whole script: {hint}\n" in err
