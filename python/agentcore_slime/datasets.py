@@ -5,6 +5,12 @@ agent payload is a row's ``metadata`` dict, so rows are read without tokenizing:
 ``prompt = row[input_key]``, ``label = row[label_key]``, ``metadata = row[metadata_key]``
 (``{}`` when missing or null; another non-dict value is kept and fails its episodes),
 ``metadata["tools"]`` from ``tool_key``. A ``path@[start:end]`` suffix slices rows.
+
+slime v0.3.1 on also gives each eval dataset ``stop``, ``stop_token_ids`` and ``min_new_tokens``
+(the dataset's entry, then ``eval.defaults``, then ``--rollout-stop``, ``--rollout-stop-token-ids``
+and ``--eval-min-new-tokens``). They are resolved here the same way; the gateway's session
+sampling does not carry them to SGLang yet, so a dataset that sets one is refused with a clear
+error (:data:`UNHONOURED_EVAL_SAMPLING`) instead of being evaluated without it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+#: per-dataset eval sampling keys of slime v0.3.1 on -> (slime's args fallback, why not honoured)
+UNHONOURED_EVAL_SAMPLING = {
+    "stop": "rollout_stop",
+    "stop_token_ids": "rollout_stop_token_ids",
+    "min_new_tokens": "eval_min_new_tokens",
+}
 
 _SLICE_RE = re.compile(r"^(?P<path>.+)@\[(?P<start>-?\d*):(?P<end>-?\d*)\]$")
 
@@ -40,6 +53,8 @@ class EvalSpec:
     metadata_key: str = "metadata"
     tool_key: str | None = "tools"
     metadata_overrides: dict[str, Any] = field(default_factory=dict)
+    #: slime's per-dataset stop strings, stop token ids and min_new_tokens (v0.3.1 on), resolved
+    stops: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cache_key(self) -> tuple[Any, ...]:
@@ -63,7 +78,16 @@ def eval_specs(args: Any) -> list[EvalSpec]:
         raise ValueError(
             "evaluation requested but no eval dataset is set (pass --eval-prompt-data NAME PATH)"
         )
-    return [_spec(args, c) for c in configs]
+    specs = [_spec(args, c) for c in configs]
+    refused = [f"{spec.name}: {key}={value!r}" for spec in specs for key, value in spec.stops.items()]
+    if refused:
+        raise ValueError(
+            f"eval datasets set {'; '.join(refused)}, which the agent rollout cannot pass to SGLang "
+            "yet (the gateway's sessions carry temperature, top_p, top_k and max_new_tokens): remove "
+            "them from --eval-config (datasets and eval.defaults), --rollout-stop, "
+            "--rollout-stop-token-ids and --eval-min-new-tokens, or let the agent send `stop`"
+        )
+    return specs
 
 
 def _spec(args: Any, config: Any) -> EvalSpec:
@@ -104,6 +128,11 @@ def _spec(args: Any, config: Any) -> EvalSpec:
         metadata_key=_first(get("metadata_key"), getattr(args, "metadata_key", None), "metadata"),
         tool_key=_first(get("tool_key"), getattr(args, "tool_key", None), "tools"),
         metadata_overrides=dict(get("metadata_overrides") or {}),
+        stops={
+            key: value
+            for key, attr in UNHONOURED_EVAL_SAMPLING.items()
+            if (value := _first(get(key), getattr(args, attr, None))) not in (None, [], "", 0)
+        },
     )
 
 

@@ -75,7 +75,7 @@ class _StandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _commit(directory: str) -> str:
-    done = subprocess.run(["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True, text=True)
+    done = subprocess.run(["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else "(not a git checkout)"
 
 

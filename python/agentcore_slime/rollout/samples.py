@@ -133,4 +133,20 @@ def zero_gradient_sample(
         metadata=with_record(getattr(template, "metadata", {}), record),
         session_id=record.session_id,
     )
+    carry_source(template, sample)
     return sample
+
+
+def carry_source(template: Any, sample: Any) -> None:
+    """Give ``sample`` the ``source`` a custom data source set on ``template``, if any.
+
+    slime (v0.3.1 on, #2184) reports ``train_data["source_names"]`` per sample from
+    ``sample.source``, else ``metadata["source_name"]`` (carried with the row's metadata), else
+    ``"unknown"``; the samples the rollout builds are new objects, so the attribute is copied.
+
+    :param template: the data-source sample.
+    :param sample: a sample built for it.
+    """
+    source = getattr(template, "source", None)
+    if source:
+        sample.source = source

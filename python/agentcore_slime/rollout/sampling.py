@@ -17,13 +17,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 G = TypeVar("G")
 R = TypeVar("R")
 
+#: ``keep`` of a group the filter rejects but asks to keep when dropping it would leave too few
+#: groups to fill the step (slime's ``DynamicFilterOutput.keep_when_insufficient``, v0.3.1 on):
+#: kept when the groups kept, running and not yet judged, this one included, are at most the target
+IF_INSUFFICIENT: Final = "if_insufficient"
 #: a group's verdict: (keep, reason for dropping it)
-Verdict = tuple[bool, str | None]
+Verdict = tuple[bool | Literal["if_insufficient"], str | None]
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,15 @@ async def sample_groups(
             if not pending:
                 break  # the cap is reached and every started group is judged
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            unjudged = len(done)
             for task in done:
                 pending.pop(task)
                 result = task.result()
-                keep, reason = judge(result)
+                verdict, reason = judge(result)
+                # as slime counts it: every group not dropped yet (kept, running, unjudged)
+                remaining = len(outcome.kept) + len(pending) + unjudged
+                unjudged -= 1
+                keep = remaining <= plan.target if verdict == IF_INSUFFICIENT else bool(verdict)
                 if keep and len(outcome.kept) < plan.target:
                     outcome.kept.append(result)
                 else:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentcore_slime.gateway.trace import CallTrace
-from agentcore_slime.rollout.samples import KIND_EPISODE, ShimRecord, with_record
+from agentcore_slime.rollout.samples import KIND_EPISODE, ShimRecord, carry_source, with_record
 
 # Number of spot checks of the older prefix for bridged calls (constant cost per call).
 _PROBES = 8
@@ -186,4 +186,5 @@ def merge_traces_to_samples(
                 session_id=session_id,
             )
         )
+        carry_source(template, samples[-1])
     return samples

@@ -22,6 +22,7 @@ from agentcore_slime.rollout.record import _log_failures, _record_step, charges
 from agentcore_slime.rollout.runtime import Runtime
 from agentcore_slime.rollout.samples import KIND_PADDING, ShimRecord, zero_gradient_sample
 from agentcore_slime.rollout.sampling import (
+    IF_INSUFFICIENT,
     SamplingOutcome,
     SamplingPlan,
     Verdict,
@@ -92,7 +93,10 @@ def _judge(args: Any, config: ToolkitConfig, plan: SamplingPlan, dynamic_filter:
 
     Only when groups can be replaced (over-sampling or a filter) is a group with too few valid
     episodes dropped; the filter sees one sample per valid episode (its last segment), as
-    slime's filters see one sample per generation.
+    slime's filters see one sample per generation. A rejection with slime's
+    ``keep_when_insufficient`` (v0.3.1 on, e.g. ``check_reward_nonzero_std_with_fallback``) keeps
+    the group when dropping it would leave too few groups to fill the step, as slime's own rollout
+    does; the pinned fa3c990 has no such field (a plain rejection).
     """
     from slime.rollout.filter_hub.base_types import call_dynamic_filter
 
@@ -106,6 +110,8 @@ def _judge(args: Any, config: ToolkitConfig, plan: SamplingPlan, dynamic_filter:
         if dynamic_filter is None:
             return True, None
         verdict = call_dynamic_filter(dynamic_filter, args, [r.samples[-1] for r in valid])
+        if not verdict.keep and getattr(verdict, "keep_when_insufficient", False):
+            return IF_INSUFFICIENT, verdict.reason
         return bool(verdict.keep), verdict.reason
 
     return judge

@@ -61,6 +61,12 @@ UNSUPPORTED_ROLLOUT_FLAGS = {
     "group_rm": "the reward is the one the agent writes to S3",
     "rollout_sample_filter_path": "use --dynamic-sampling-filter-path (honoured) instead",
     "rollout_all_samples_process_path": "not called by the agent rollout",
+    # slime v0.3.1 on applies these hooks in its default rollout only (slime/rollout/sample_hooks.py)
+    "rollout_sample_hook_path": (
+        "slime applies sample hooks only in its own default rollout, so the agent rollout would "
+        "skip them silently; change the samples in --custom-reward-post-process-path's place "
+        "or in the agent"
+    ),
     "mask_offpolicy_in_partial_rollout": (
         "aborted agent episodes restart from their prompt (nothing off-policy is kept), so there is "
         "nothing to mask"

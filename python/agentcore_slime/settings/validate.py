@@ -486,6 +486,10 @@ _FLAGS_OWNED_ELSEWHERE = {
     "--group-rm": "the reward is the one the agent writes to S3; remove the flag",
     "--rollout-sample-filter-path": "not called by the agent rollout; use --dynamic-sampling-filter-path",
     "--rollout-all-samples-process-path": "not called by the agent rollout; remove the flag",
+    "--rollout-sample-hook-path": (
+        "slime (v0.3.1 on) applies sample hooks only in its default rollout: the agent rollout "
+        "would skip them silently; remove the flag"
+    ),
     "--mask-offpolicy-in-partial-rollout": (
         "aborted agent episodes restart from their prompt, nothing off-policy is kept: remove the flag"
     ),
