@@ -159,8 +159,18 @@ def pinned_slime_commit(repo: Path) -> str | None:
     return match.group(1) if match else None
 
 
+#: the slime commits the toolkit is tested with -> (name, the SGLang it runs with); what differs
+#: between them is chosen at run time (templates/lib/slime.sh, tests/slime_stacks/*.flags)
+TESTED_SLIMES = {
+    "fa3c990af6f18efd3fd9922698bf4bf4048d1263": ("fa3c990 (install_slime.sh's default pin)", "0.5.13"),
+    "a6272da0d4f3d0a08520c99a2f3b4f6c887960dc": ("v0.3.1 (a6272da0d)", "0.5.15.post1"),
+    "624b824a898ab0ec1fcb4d373004c7f3852bf515": ("624b824a8 (2026-08-21)", "0.5.15.post1"),
+}
+
+
 def check_slime_commit(ctx: Context, slime: Path) -> Result:
-    """Warn when the slime checkout is not at the pinned commit (its flags may differ).
+    """Which slime the checkout is: one of the tested stacks (:data:`TESTED_SLIMES`) passes, with
+    the SGLang it is tested with; any other commit warns (its flags may differ).
 
     :param ctx: the check context.
     :param slime: SLIME_DIR.
@@ -181,12 +191,23 @@ def check_slime_commit(ctx: Context, slime: Path) -> Result:
             f"{slime} is not a git checkout: its commit is unknown",
             f"install slime at {pin} (install_slime.sh)",
         )
-    if pin is None or head.startswith(pin) or pin.startswith(head):
+    if pin is not None and pin not in TESTED_SLIMES and (head.startswith(pin) or pin.startswith(head)):
         return passed(name, f"slime at {head[:12]} (the commit install_slime.sh pins)")
+    tested = next((v for k, v in TESTED_SLIMES.items() if k.startswith(head) or head.startswith(k)), None)
+    if tested is not None:
+        return passed(
+            name,
+            f"slime {tested[0]}: tested with SGLang {tested[1]}; train.sh passes the flags this "
+            "slime and SGLang have (--megatron-to-hf-mode only at fa3c990, SGLang's cuda-graph "
+            "flag by its name there)",
+        )
+    known = ", ".join(v[0].split(" ")[0] for v in TESTED_SLIMES.values())
     return warned(
         name,
-        f"slime at {head[:12]}, install_slime.sh pins {pin[:12]}: flags and checks may differ",
-        f"git -C {slime} checkout {pin[:12]}, or rerun install_slime.sh",
+        f"slime at {head[:12]} is not a tested stack (tested: {known}; install_slime.sh pins "
+        f"{(pin or '?')[:12]}): flags and checks may differ",
+        f"git -C {slime} checkout {(pin or '?')[:12]}, or rerun install_slime.sh (--slime v0.3.1 "
+        "for the newer stack)",
     )
 
 

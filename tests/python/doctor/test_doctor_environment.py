@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from agentcore_slime.doctor.environment import (
     check_bash,
     check_checkouts,
@@ -120,3 +121,24 @@ def test_a_missing_slime_checkout_fails_once_and_gets_no_commit_warning(
     results = by_name(check_checkouts(make_context(SLIME_DIR=str(tmp_path / "no-slime"))))
     assert results["env.slime-dir"].status is Status.FAIL
     assert "env.slime-commit" not in results
+
+
+@pytest.mark.parametrize(
+    ("commit", "found"),
+    [
+        ("fa3c990af6f18efd3fd9922698bf4bf4048d1263",
+         "slime fa3c990 (install_slime.sh's default pin): tested with SGLang 0.5.13"),
+        ("a6272da0d4f3d0a08520c99a2f3b4f6c887960dc",
+         "slime v0.3.1 (a6272da0d): tested with SGLang 0.5.15.post1"),
+        ("624b824a898ab0ec1fcb4d373004c7f3852bf515",
+         "slime 624b824a8 (2026-08-21): tested with SGLang 0.5.15.post1"),
+    ],
+)
+def test_each_tested_slime_is_named_with_its_sglang(
+    make_context: MakeContext, bin_dir: Path, install: Path, commit: str, found: str
+) -> None:
+    """A node of each supported stack (git answers the checkout's commit): doctor names it."""
+    stub(bin_dir, "git", f'[[ "$*" == *"rev-parse HEAD"* ]] && echo {commit}')
+    ctx = make_context(environ={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    result = check_slime_commit(ctx, install / "slime")
+    assert result.status is Status.PASS and result.found.startswith(found), result.found

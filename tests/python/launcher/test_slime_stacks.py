@@ -79,7 +79,8 @@ def describe_node(stack: Stack, root: Path) -> tuple[Path, Path]:
     models = slime / "scripts" / "models"
     models.mkdir(parents=True)
     for model_type in MODEL_TYPES:
-        (models / f"{model_type}.sh").write_text(f"MODEL_ARGS=({shlex.join(MODEL_FLAGS)})\n", encoding="utf-8")
+        model_args = f"MODEL_ARGS=({shlex.join(MODEL_FLAGS)})\n"
+        (models / f"{model_type}.sh").write_text(model_args, encoding="utf-8")
     site = root / "site"
     (site / "sglang" / "srt").mkdir(parents=True)
     (site / "sglang" / "__init__.py").write_text("", encoding="utf-8")
@@ -93,7 +94,9 @@ def describe_node(stack: Stack, root: Path) -> tuple[Path, Path]:
     return slime, site
 
 
-def print_command(env_file: Path, variant: str, slime: Path, site: Path, tmp_path: Path) -> tuple[list[str], str]:
+def print_command(
+    env_file: Path, variant: str, slime: Path, site: Path, tmp_path: Path
+) -> tuple[list[str], str]:
     """train.sh --print-command of ``env_file`` rendered with SLIME_DIR=slime: (argv, stderr)."""
     rel = env_file.relative_to(REPO)
     config = resolve(read_env_file(env_file), {"SLIME_DIR": str(slime)}, rel, FIXED_RUNS)
@@ -179,7 +182,9 @@ def test_the_audit_catches_a_flag_the_stack_lacks(tmp_path: Path) -> None:
     assert [f for f in flags_of(argv) if f not in stack.flags] == ["--megatron-to-hf-mode"]
 
 
-def print_command_outside_repo(env_file: Path, slime: Path, site: Path, tmp_path: Path) -> tuple[list[str], str]:
+def print_command_outside_repo(
+    env_file: Path, slime: Path, site: Path, tmp_path: Path
+) -> tuple[list[str], str]:
     config = resolve(read_env_file(env_file), {"SLIME_DIR": str(slime)}, env_file, FIXED_RUNS)
     paths = RunPaths(FIXED_REPO, tmp_path / "run", str(env_file), "bin/train")
     script = tmp_path / "train.sh"

@@ -101,14 +101,16 @@ def test_generate_rollout_keeps_flat_groups_the_fallback_filter_asks_to_keep(
     assert len(output.samples) == 2
     assert output.metrics["agentcore/groups_started"] == 2  # no extra round, as in slime
     assert len(agent.invocations) == 4
-    assert not any(key.startswith("agentcore/dropped_groups/") and value for key, value in output.metrics.items())
+    dropped = {k: v for k, v in output.metrics.items() if k.startswith("agentcore/dropped_groups/") and v}
+    assert dropped == {}
 
 
 def test_a_sample_hook_is_refused_before_anything_starts(agents: Any, gateway: Any, shim_state: Any) -> None:
     agent = agents.start(script)
     args = make_args(agent_url=agent.url, s3_bucket="rl-results", rollout_sample_hook_path=["my.hook"])
-    with pytest.raises(ConfigError, match="rollout_sample_hook_path: --rollout-sample-hook-path is set, but slime "
-                                          "applies sample hooks only in its own default rollout"):
+    message = ("rollout_sample_hook_path: --rollout-sample-hook-path is set, but slime applies "
+               "sample hooks only in its own default rollout")
+    with pytest.raises(ConfigError, match=message):
         rollout.generate_rollout(args, 0, ListDataSource(rows("ok"), 1))
     assert agent.invocations == [] and shim_state.factory_calls == []
 
@@ -154,8 +156,10 @@ def test_source_names_survive_into_the_rollouts_samples() -> None:
     by_attribute = Sample(group_index=0, index=0, prompt="p", metadata={"q": 1})
     by_attribute.source = "math"  # type: ignore[attr-defined] # a custom data source sets it
     by_metadata = Sample(group_index=0, index=1, prompt="p", metadata={"source_name": "code"})
-    trace = CallTrace(prompt_token_ids=[1, 2], completion_token_ids=[3], logprobs=[-0.1], finish_reason="stop")
-    for template, expected in ((by_attribute, "math"), (by_metadata, "code"), (Sample(metadata={}), "unknown")):
+    trace = CallTrace(prompt_token_ids=[1, 2], completion_token_ids=[3], logprobs=[-0.1],
+                      finish_reason="stop")
+    cases = ((by_attribute, "math"), (by_metadata, "code"), (Sample(metadata={}), "unknown"))
+    for template, expected in cases:
         [sample] = merge_traces_to_samples([trace], template, session_id="s", reward=1.0, rollout_id=0)
         assert _source(sample) == expected
         padding = zero_gradient_sample(Sample, template=template, record=ShimRecord(kind=KIND_PADDING),
