@@ -206,8 +206,7 @@ def check_slime_commit(ctx: Context, slime: Path) -> Result:
         name,
         f"slime at {head[:12]} is not a tested stack (tested: {known}; install_slime.sh pins "
         f"{(pin or '?')[:12]}): flags and checks may differ",
-        f"git -C {slime} checkout {(pin or '?')[:12]}, or rerun install_slime.sh (--slime v0.3.1 "
-        "for the newer stack)",
+        f"git -C {slime} checkout {(pin or '?')[:12]} (or a tested commit above), or rerun install_slime.sh",
     )
 
 
