@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # sglang.sh: the SGLang servers owned by this script (bin/eval's eval.sh): one or more engines
-# and, in front of several, a router. Each runs in a process group of its own; the script waits
-# until each is healthy, notices when one dies, and stops exactly those groups.
+# (no router in front of several: the gateway spreads sessions over them). Each runs in a
+# process group of its own; the script waits until each is healthy, notices when one dies, and
+# stops exactly those groups.
 
 TOOLKIT_SERVER_PIDS=()
 TOOLKIT_SERVER_STARTS=()
@@ -16,7 +17,8 @@ start_sglang_server() { # <log> <command>...
 }
 
 # start_server NAME ROLE LOG COMMAND...: run COMMAND in the background, in a process group of its
-# own (job control on for that one fork), output to LOG. ROLE is engine or router. Appends to
+# own (job control on for that one fork), output to LOG. ROLE is engine (the evaluation goes on
+# while another engine serves) or anything else (its death stops the evaluation). Appends to
 # the TOOLKIT_SERVER_* arrays (PID = process group id, start time, log, name, role); the last one
 # started is also TOOLKIT_SERVER_PID, its index TOOLKIT_SERVER_INDEX.
 start_server() { # <name> <role> <log> <command>...
@@ -141,7 +143,7 @@ stop_group() { # <pgid> <start-time> <what>
 }
 
 # stop_sglang_server: stop every server's process group (each with its schedulers), the last
-# started (the router) first.
+# started first.
 stop_sglang_server() {
   local i pgid
   for ((i = ${#TOOLKIT_SERVER_PIDS[@]} - 1; i >= 0; i--)); do
@@ -154,10 +156,11 @@ stop_sglang_server() {
 }
 
 # run_while_server_lives COMMAND...: run COMMAND (the evaluation) in a process group of its own
-# and return its status. If the router or the last live engine dies first, stop COMMAND and die
-# with its log's tail. An engine that dies while another serves is reported (its log's tail) and
-# the evaluation goes on: the router sends new sessions to the engines left, the episodes the dead
-# one held fail as infrastructure failures, and the summary is written; then exit 1.
+# and return its status. If a server that is not an engine, or the last live engine, dies first,
+# stop COMMAND and die with its log's tail. An engine that dies while another serves is reported
+# (its log's tail) and the evaluation goes on: the gateway sends the dead engine's sessions to the
+# engines left, the episodes whose calls ran out of retries fail as infrastructure failures, and
+# the summary is written; then exit 1.
 run_while_server_lives() { # <command>...
   set -m
   "$@" </dev/null &
@@ -181,7 +184,8 @@ run_while_server_lives() { # <command>...
   return "$status"
 }
 
-# check_servers_alive: die (stopping the evaluation) when the router or every engine has exited;
+# check_servers_alive: die (stopping the evaluation) when a server that is not an engine, or every
+# engine, has exited;
 # report, once, an engine that exited while others still serve (its process group is still
 # stopped on exit: its children may outlive it).
 check_servers_alive() {
@@ -203,7 +207,7 @@ check_servers_alive() {
     ((live > 0)) || server_died "$i"
     TOOLKIT_ENGINES_LOST=$((TOOLKIT_ENGINES_LOST + 1))
     show_server_log "" "$i"
-    say "${TOOLKIT_SERVER_NAMES[i]} exited with status $TOOLKIT_SERVER_STATUS during the evaluation; the router sends new sessions to the $live engine(s) left"
+    say "${TOOLKIT_SERVER_NAMES[i]} exited with status $TOOLKIT_SERVER_STATUS during the evaluation; the gateway sends its sessions to the $live engine(s) left"
   done
 }
 

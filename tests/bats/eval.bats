@@ -215,15 +215,14 @@ assert_only_own_signalled() {
   [[ -z $(ls -A "$tmp") ]] || flunk "left behind: $(ls -A "$tmp")"
 }
 
-@test "--dry-run with SGLANG_DATA_PARALLEL_SIZE unset: engines x TP fill NUM_GPUS, behind the router" {
+@test "--dry-run with SGLANG_DATA_PARALLEL_SIZE unset: engines x TP fill NUM_GPUS, no router" {
   write_env "$WORK/all.env" "$WORK/install" "VAL_DATA_PATH='$WORK/install/data/gsm8k_test.jsonl'" "NUM_GPUS=4"
   run -0 --separate-stderr "$EVAL" --dry-run --set EVAL_TP_SIZE=1 "$WORK/all.env"
-  [[ $stderr == *"bin/eval: plan: 4 engines x TP 1 = 4 of NUM_GPUS=4 GPUs, behind sglang-router (policy manual: a session stays on one engine)"* ]] ||
+  [[ $stderr == *"bin/eval: plan: 4 engines x TP 1 = 4 of NUM_GPUS=4 GPUs, no router: the gateway keeps a session on one engine"* ]] ||
     flunk "$stderr"
-  ((${#lines[@]} == 3)) || flunk "$output"
-  [[ ${lines[1]} == "python3 -m sglang_router.launch_router --policy manual --assignment-mode min_group --host 127.0.0.1 --log-level warn --worker-urls <engine URLs> --port \$router_port" ]] ||
+  ((${#lines[@]} == 2)) || flunk "$output" # no sglang_router line: nothing another user could join
+  [[ ${lines[1]} == *" --engine-url http://127.0.0.1:\$port_0,http://127.0.0.1:\$port_1,http://127.0.0.1:\$port_2,http://127.0.0.1:\$port_3 --out-dir "* ]] ||
     flunk "${lines[1]}"
-  [[ ${lines[2]} == *" --engine-url http://127.0.0.1:\$router_port --out-dir "* ]] || flunk "${lines[2]}"
   run -2 --separate-stderr "$EVAL" --dry-run --set SGLANG_DATA_PARALLEL_SIZE=3 "$WORK/all.env"
   [[ $stderr == "bin/eval: SGLANG_DATA_PARALLEL_SIZE=3 engines x EVAL_TP_SIZE=2 GPUs is more than the node's NUM_GPUS=4"* ]] ||
     flunk "$stderr"

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agentcore_slime.gateway.engine import routing_key
 from agentcore_slime.observe.records import CallRecord, EpisodeRecord
 from agentcore_slime.observe.runlog import EPISODES_DIR, write_whole
 from agentcore_slime.preflight.report import Result, Status, exit_status, failed, passed, summary, warned
@@ -433,7 +434,10 @@ class Rehearsal:
             episodes = asyncio.run(_episodes(self.config, recording, self.payloads, self.input_id))
         finally:
             gateway.shutdown()
-        found = episode_checks(episodes, dict(engine.policy.sessions), wiring)
+        # the stand-in knows a session by its routing key (the gateway never sends the id)
+        held = engine.policy.sessions
+        logs = {e.session_id: held.get(routing_key(e.session_id), SessionLog()) for e in episodes}
+        found = episode_checks(episodes, logs, wiring)
         self.checks += [c for c in found if c.check != "rehearse.data"]  # the rows were checked first
         settings = {
             "agent": self.config.agent_runtime_arn or self.config.agent_url,

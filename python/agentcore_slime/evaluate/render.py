@@ -2,15 +2,17 @@
 
 bin/eval uses every GPU it is given: ``engines`` data-parallel SGLang servers of ``EVAL_TP_SIZE``
 GPUs each (``SGLANG_DATA_PARALLEL_SIZE`` when the env file sets it, else ``NUM_GPUS //
-EVAL_TP_SIZE``), engine ``i`` on the GPUs from ``--base-gpu-id i * EVAL_TP_SIZE``. Two or more
-engines sit behind one sglang-router with the ``manual`` policy: the gateway sends
-``X-SMG-Routing-Key: <session id>`` on every ``/generate``, and that policy keeps a key on the
-engine it was first given (another only when that engine is unhealthy), so a session's turns
-reuse one engine's prefix cache. SGLang's own ``--dp-size`` is not used: its data-parallel
-controller (0.5.13 ``managers/data_parallel_controller.py``) places a request by load or by a
-``routed_dp_rank`` in the body, never by the routing key, so a session's turns would scatter.
+EVAL_TP_SIZE``), engine ``i`` on the GPUs from ``--base-gpu-id i * EVAL_TP_SIZE``. With two or
+more engines no router is started: the gateway is given every engine's URL and keeps each
+session on the engine a digest of its id picks (the next one while that engine is down), so a
+session's turns reuse one engine's prefix cache. sglang-router 0.3.2 takes no inbound key: any
+local user could register a worker with it, receive the engines' API key and the sessions'
+routing headers, and remove real engines (docs/eval.md "Several engines"). SGLang's own
+``--dp-size`` is not used: its data-parallel controller (0.5.13
+``managers/data_parallel_controller.py``) places a request by load or by a ``routed_dp_rank``
+in the body, never by a session, so a session's turns would scatter.
 
-The servers', the router's and the evaluation's flags are built here as data (lines of words),
+The servers' and the evaluation's flags are built here as data (lines of words),
 so the rendered script, ``bin/eval --dry-run``'s printout and the tests all see the same commands.
 The script shares the prelude and ``templates/lib`` with train.sh, and the run directory's
 ``toolkit.yaml`` and ``env`` with training (same settings, same renders).
@@ -30,9 +32,6 @@ SCRIPT = "eval.sh"
 EVALUATE_MODULE = "agentcore_slime.evaluate"
 #: the words bin/eval --dry-run shows for what the script fills in at run time
 RUNTIME_WORDS = ("$port", "http://127.0.0.1:$port", "$RUN_DIR/eval/<UTC time>")
-#: the router's module and its routing policy (sticky per X-SMG-Routing-Key; sglang-router 0.3.2)
-ROUTER_MODULE = "sglang_router.launch_router"
-ROUTER_POLICY = "manual"
 
 
 @dataclass(frozen=True)
@@ -111,32 +110,21 @@ def eval_lines(config: Config, request: EvalRequest, run_dir: Path) -> list[list
     return lines
 
 
-def router_lines() -> list[list[str]]:
-    """``python3 -m sglang_router.launch_router`` flags (the workers' URLs and the port are added
-    at run time). A new session goes to the engine holding the fewest sessions (``min_group``;
-    the default ``random`` can leave an engine idle). The gateway's ``Authorization`` header
-    passes through to the engines."""
-    return [
-        ["--policy", ROUTER_POLICY, "--assignment-mode", "min_group"],
-        ["--host", "127.0.0.1"],
-        ["--log-level", "warn"],
-    ]
-
-
 def plan_line(config: Config) -> str:
-    """What the engines hold, e.g. ``4 engines x TP 2 = 8 of NUM_GPUS=8 GPUs, behind sglang-router``."""
+    """What the engines hold, e.g. ``4 engines x TP 2 = 8 of NUM_GPUS=8 GPUs, ...``."""
     engines, tp = eval_engines(config), int(str(config["EVAL_TP_SIZE"]))
     gpus = int(str(config["NUM_GPUS"]))
-    where = ", behind sglang-router (policy manual: a session stays on one engine)" if engines > 1 else ""
+    where = ", no router: the gateway keeps a session on one engine" if engines > 1 else ""
     plural = "s" if engines > 1 else ""
     return f"{engines} engine{plural} x TP {tp} = {engines * tp} of NUM_GPUS={gpus} GPUs{where}"
 
 
 def commands(config: Config, request: EvalRequest, run_dir: Path) -> tuple[str, ...]:
-    """The server, (router,) and evaluation command lines as ``bin/eval --dry-run`` prints them.
+    """The server and evaluation command lines as ``bin/eval --dry-run`` prints them.
 
     With several engines the server line is engine 0's (``--base-gpu-id 0``); engine ``i`` runs
-    the same with ``--base-gpu-id i * EVAL_TP_SIZE`` on its own port.
+    the same with ``--base-gpu-id i * EVAL_TP_SIZE`` on its own port, and the evaluation is
+    given every engine's URL, joined by commas.
     """
     server = ["python3", "-m", "sglang.launch_server"] + sum(server_lines(config, request), [])
     evaluate = ["python3", "-m", EVALUATE_MODULE] + sum(eval_lines(config, request, run_dir), [])
@@ -144,9 +132,7 @@ def commands(config: Config, request: EvalRequest, run_dir: Path) -> tuple[str, 
     engines = eval_engines(config)
     lines = [" ".join(map(shell_quote, server)) + f" --base-gpu-id 0 --port {port}"]
     if engines > 1:
-        router = ["python3", "-m", ROUTER_MODULE] + sum(router_lines(), [])
-        lines.append(" ".join(map(shell_quote, router)) + " --worker-urls <engine URLs> --port $router_port")
-        url = "http://127.0.0.1:$router_port"
+        url = ",".join(f"http://127.0.0.1:$port_{i}" for i in range(engines))
     lines.append(" ".join(map(shell_quote, evaluate)) + f" --engine-url {url} --out-dir {out}")
     return tuple(lines)
 
@@ -172,7 +158,6 @@ def render_eval(config: Config, paths: RunPaths, request: EvalRequest, templates
         "server_lines": server_lines(config, request),
         "engines": eval_engines(config),
         "engines_set": explicit_engines(config),
-        "router_lines": router_lines(),
         "eval_lines": eval_lines(config, request, paths.run_dir),
         "yaml_keys": [(key.yaml_key, c[key.name]) for key in rollout_keys()],
     }

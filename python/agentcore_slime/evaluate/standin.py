@@ -27,12 +27,12 @@ from typing import Any
 
 from aiohttp import web
 
+from agentcore_slime.gateway.engine import ROUTING_HEADER
+
 logger = logging.getLogger(__name__)
 
 #: the stand-in's final answer (the agent's reward for it says nothing about any model)
 ANSWER = "REHEARSAL: stand-in policy, not a model. The answer is 1."
-#: the routing-key header the gateway sends with every /generate of a session (engine.py)
-ROUTING_HEADER = "X-SMG-Routing-Key"
 #: what the stand-in reports as its context length (/v1/models max_model_len)
 CONTEXT_LENGTH = 131072
 #: a probe user message, rendered to find where the assistant's turn starts
@@ -139,7 +139,7 @@ class StandInPolicy:
             reasoning_parser=reasoning_parser,
         )
         self.stop_ids = PromptBuilder(self.renderer, self.tokenizer, self.choice.family).stop_ids
-        self.sessions: dict[str, SessionLog] = {}
+        self.sessions: dict[str, SessionLog] = {}  # by routing key (engine.routing_key of the session id)
         self._lock = threading.Lock()
 
     def _turn(self, message: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:

@@ -1,4 +1,6 @@
-"""Client for SGLang's native ``/generate`` (an engine or the sgl-router in front of engines).
+"""Client for SGLang's native ``/generate``: an engine, the sgl-router in front of engines
+(training: slime's), or several engines the client spreads sessions over itself (bin/eval,
+which starts no router: see docs/eval.md "Several engines").
 
 One aiohttp ``ClientSession`` with keep-alive connections and a long read timeout. A call
 sends ``input_ids`` with ``return_logprob`` and explicit sampling params, retries connection
@@ -13,15 +15,22 @@ engines and reads the context length from, and sends aborts to, the engines dire
 SGLang 0.5.13 checks the length cap before stop tokens, so a turn whose last sampled token
 is a stop token can come back as ``length``; :func:`settle_finish` reports it as the stop
 it is (0.5.23 already does).
+
+A router and an engine see a session only as :func:`routing_key`, a digest of its id: the id is
+the session's only credential on the gateway, and any local user can join an unauthenticated
+router as a worker and read the headers it forwards.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
 import os
+import random
+import time
 from array import array
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +45,18 @@ logger = logging.getLogger(__name__)
 
 #: the environment variable holding the engine's API key (set by bin/eval's eval.sh)
 ENGINE_KEY_ENV = "TOOLKIT_ENGINE_API_KEY"
+#: the header a router keeps a session on one engine by (sglang-router's manual policy)
+ROUTING_HEADER = "X-SMG-Routing-Key"
+#: with several engines and no router: seconds an engine that refused or dropped a connection
+#: is passed over (its sessions go to the next engine meanwhile)
+ENGINE_DOWN_SECONDS = 5.0
+
+
+def routing_key(session_id: str) -> str:
+    """What engines and routers see of a session: a digest of its id, stable (a router keeps
+    the session on one engine by it) and not the id, which cannot be recovered from it."""
+    raw = session_id.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(raw, digest_size=16, person=b"acs-routing").hexdigest()
 
 
 class EngineError(RuntimeError):
@@ -65,9 +86,11 @@ class EngineResult:
 
 @dataclass
 class EngineClient:
-    """Talks to one engine URL.
+    """Talks to one engine or router URL, or to several engines.
 
-    :param url: base url, e.g. ``http://10.0.0.5:3000``.
+    :param url: base url, e.g. ``http://10.0.0.5:3000``; several engines' urls joined by commas
+        are used without a router: each session goes to the engine its routing key picks, and to
+        the next one while that engine refuses connections (see :data:`ENGINE_DOWN_SECONDS`).
     :param retries: extra attempts after the first on connection errors / 5xx.
     :param backoff: first retry delay in seconds, doubled per attempt.
     :param read_timeout: seconds to wait for a completion (long: generations are slow).
@@ -86,6 +109,13 @@ class EngineClient:
     _session: aiohttp.ClientSession | None = None
     workers: list[str] = field(default_factory=list)  # engines behind a router ([] = bare engine)
     api_key: str = field(default_factory=lambda: os.environ.get(ENGINE_KEY_ENV, ""), repr=False)
+    engines: list[str] = field(init=False)  # the urls given (one: an engine or a router)
+    _down: dict[str, float] = field(init=False, default_factory=dict)  # engine -> passed over until
+
+    def __post_init__(self) -> None:
+        self.engines = [u.strip().rstrip("/") for u in self.url.split(",") if u.strip()]
+        if len(self.engines) > 1:
+            self.workers = list(self.engines)
 
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=60)
@@ -109,12 +139,14 @@ class EngineClient:
 
         :raises EngineError: when it never does within ``attempts``.
         """
+        for url in self.engines:
+            await self._health(url, attempts, delay)
+
+    async def _health(self, url: str, attempts: int, delay: float) -> None:
         last = ""
         for attempt in range(attempts):
             try:
-                async with self.session.get(
-                    f"{self.url}/health", timeout=aiohttp.ClientTimeout(total=30)
-                ) as resp:
+                async with self.session.get(f"{url}/health", timeout=aiohttp.ClientTimeout(total=30)) as resp:
                     if resp.status == 200:
                         return
                     last = f"HTTP {resp.status}"
@@ -122,10 +154,12 @@ class EngineClient:
                 last = f"{type(err).__name__}: {err}"
             if attempt + 1 < attempts:
                 await asyncio.sleep(delay)
-        raise EngineError(f"engine {self.url} is not healthy: {last}", retryable=True)
+        raise EngineError(f"engine {url} is not healthy: {last}", retryable=True)
 
     async def discover(self) -> None:
         """Learn the engines behind a router (``GET /workers``); a bare engine has none."""
+        if len(self.engines) > 1:
+            return  # several engines given: no router
         try:
             async with self.session.get(
                 f"{self.url}/workers", timeout=aiohttp.ClientTimeout(total=10)
@@ -140,7 +174,7 @@ class EngineClient:
     async def context_length(self) -> int | None:
         """The engines' context length: ``max_model_len`` of ``/v1/models`` (smallest over
         the workers when the url is a router, whose own list carries none); None if unknown."""
-        found = await self._max_model_len(self.url)
+        found = await self._max_model_len(self.url) if len(self.engines) == 1 else None
         if found is not None:
             return found
         lengths = [n for n in [await self._max_model_len(w) for w in self.workers] if n is not None]
@@ -168,15 +202,16 @@ class EngineClient:
         """
         headers = {"Content-Type": "application/json"}
         if routing_key:
-            headers["X-SMG-Routing-Key"] = routing_key
+            headers[ROUTING_HEADER] = routing_key
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
             rid = new_id("")
             body = generate_body(rid, input_ids, sampling_params)
+            url = self._engine_for(routing_key)
             try:
-                async with self.session.post(f"{self.url}/generate", data=body, headers=headers) as resp:
+                async with self.session.post(f"{url}/generate", data=body, headers=headers) as resp:
                     if resp.status >= 500:
                         last = f"HTTP {resp.status}: {(await resp.text())[:200]}"
                         continue
@@ -201,6 +236,8 @@ class EngineClient:
                 raise EngineError(f"malformed /generate answer: {err.message}", retryable=False) from None
             except aiohttp.ClientError as err:
                 last = f"{type(err).__name__}: {err}"
+                if isinstance(err, aiohttp.ClientConnectionError) and len(self.engines) > 1:
+                    self._down[url] = time.monotonic() + ENGINE_DOWN_SECONDS  # gone: the next engine serves
                 continue
             except ValueError as err:
                 raise EngineError(f"malformed /generate answer: {err}", retryable=False) from None
@@ -208,6 +245,16 @@ class EngineClient:
         raise EngineError(
             f"engine {self.url} failed after {self.retries + 1} attempts: {last}", retryable=True
         )
+
+    def _engine_for(self, key: str | None) -> str:
+        """The engine a session's call goes to: the url given, or (several engines) the one its
+        routing key picks, else the next that is not passed over."""
+        if len(self.engines) == 1:
+            return self.engines[0]
+        count, now = len(self.engines), time.monotonic()
+        start = int(key[:8], 16) if key else random.randrange(count)
+        order = [self.engines[(start + i) % count] for i in range(count)]
+        return next((url for url in order if self._down.get(url, 0.0) <= now), order[0])
 
     async def _abort(self, rid: str) -> None:
         """Free the engine's KV cache for a request we gave up on (best effort).

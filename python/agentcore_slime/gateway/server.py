@@ -47,7 +47,7 @@ from aiohttp import web
 from . import protocols, trace_wire
 from .caps import cap_reached, final_reply
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, check_sampling_params, short_id
-from .engine import EngineClient, EngineError, settle_finish
+from .engine import EngineClient, EngineError, routing_key, settle_finish
 from .limits import ConnectionCap, TokenFloor, connection_cap, fits, raise_open_files_limit
 from .memory import GcWatch, deep_size, freeze_long_lived, release_memory
 from .protocols.base import CHAT, Completion, Protocol
@@ -268,7 +268,8 @@ class Gateway:
     def start(self, engine_url: str) -> None:
         """Load the tokenizer + renderer, health-check the engine, serve; return once listening.
 
-        :param engine_url: SGLang engine or router base url, e.g. ``http://10.0.0.5:3000``.
+        :param engine_url: SGLang engine or router base url, e.g. ``http://10.0.0.5:3000``, or
+            several engines' urls joined by commas (no router: see :class:`.engine.EngineClient`).
         :raises ValueError: bad configuration (model dir, family, parser names).
         :raises RuntimeError: the engine is not healthy or the port cannot be bound.
         """
@@ -1006,7 +1007,9 @@ class Gateway:
     ) -> web.StreamResponse:
         assert self._builder is not None and self._engine is not None and call.prompt is not None
         try:
-            result = await self._engine.generate(call.prompt.ids, call.params, routing_key=session.sid)
+            result = await self._engine.generate(
+                call.prompt.ids, call.params, routing_key=routing_key(session.sid)
+            )
             result = settle_finish(result, self._builder.stop_ids, call.request.stop, self._decode)
         except EngineError as err:
             logger.warning("session %s: engine call failed: %s", short_id(session.sid), err)

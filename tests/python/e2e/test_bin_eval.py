@@ -39,6 +39,7 @@ from typing import Any
 import prepare_gsm8k
 import pytest
 from agentcore_slime import evaluate
+from agentcore_slime.gateway.engine import routing_key
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
 from fakes.math_policy import math_policy
 from fakes.s3 import LocalS3
@@ -276,7 +277,7 @@ def test_bin_eval_results_are_private_and_links_at_their_paths_change_nothing(
 
 def _two_engine_run(stand: Stand, tmp_path: Path, exp_id: str, **extra_env: str) -> tuple[Any, Path, Path]:
     """bin/eval with NUM_GPUS=2 and EVAL_TP_SIZE 1, SGLANG_DATA_PARALLEL_SIZE unset: two engines
-    (every GPU it is given) behind the real sglang-router 0.3.2 (tests/requirements.txt)."""
+    (every GPU it is given), no router: the gateway is given both engines' URLs."""
     env_file = _env_file(stand, exp_id)
     env_file.write_text(env_file.read_text().replace("NUM_GPUS=1", "NUM_GPUS=2"), encoding="utf-8")
     requests = tmp_path / "requests.log"
@@ -307,21 +308,24 @@ def _sessions_by_engine(requests: Path) -> dict[str, set[str]]:
     return by_engine
 
 
-def test_bin_eval_two_engines_behind_the_router(stand: Stand, tmp_path: Path) -> None:
-    """Both engines serve, each session's calls stay on one engine, the summary is training's."""
+def test_bin_eval_two_engines_without_a_router(stand: Stand, tmp_path: Path) -> None:
+    """Both engines serve, each session's calls stay on one engine, the summary is training's;
+    no router is started (sglang-router 0.3.2 takes no key: any local user could join it as a
+    worker, read the engine key and the routing headers, and remove engines), and the engines
+    see each session only by its routing key, never its id (the session's credential)."""
     done, out_dir, requests = _two_engine_run(stand, tmp_path, "e2e-eval-dp")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "bin/eval: plan: 2 engines x TP 1 = 2 of NUM_GPUS=2 GPUs, behind sglang-router" in done.stderr
+    assert "bin/eval: plan: 2 engines x TP 1 = 2 of NUM_GPUS=2 GPUs, no router" in done.stderr
     summary = check_results(out_dir, stand, "e2e-eval-dp")
     by_engine = _sessions_by_engine(requests)
     assert len(by_engine) == 2, by_engine  # both engines received requests
     first, second = by_engine.values()
     assert not first & second, "a session's calls went to two engines"
     episodes = [json.loads(line) for line in (out_dir / "episodes.jsonl").read_text().splitlines()]
-    assert first | second == {e["session_id"] for e in episodes if e["turns"] > 0}
+    assert first | second == {routing_key(e["session_id"]) for e in episodes if e["turns"] > 0}
     assert summary["settings"]["engine_url"] != summary["settings"]["engine_url"].replace("127.0.0.1", "")
     assert (out_dir / "sglang-0.log").is_file() and (out_dir / "sglang-1.log").is_file()
-    assert (out_dir / "router.log").is_file()
+    assert not (out_dir / "router.log").exists() and "sglang_router" not in done.stderr
 
 
 def test_bin_eval_one_engine_dies_mid_run(stand: Stand, tmp_path: Path) -> None:
@@ -329,16 +333,16 @@ def test_bin_eval_one_engine_dies_mid_run(stand: Stand, tmp_path: Path) -> None:
     (the agent's outcome, or an infrastructure failure with its reason code), the summary is
     written and printed, and bin/eval exits 1 naming the dead engine.
 
-    Observed with sglang-router 0.3.2: the router (its retries) and the gateway (its engine
-    retries) carry the dead engine's in-flight call and its sessions over to the live engine, so
-    here no episode beyond the 4 scripted failures is lost; a call whose retries run out fails its
-    episode as an infrastructure failure (``gateway_error`` / ``agent_crashed``), as in training.
+    The gateway's engine client passes the dead engine over (connection refused) and retries its
+    sessions' calls on the live engine, so here no episode beyond the 4 scripted failures is lost;
+    a call whose retries run out fails its episode as an infrastructure failure
+    (``gateway_error`` / ``agent_crashed``), as in training.
     """
     done, out_dir, requests = _two_engine_run(
         stand, tmp_path, "e2e-eval-dies", FAKE_SGLANG_DIE_ON_GPU="1", FAKE_SGLANG_DIE_AFTER_REQUESTS="3")
     assert done.returncode == 1, done.stdout + done.stderr
     output = done.stdout + done.stderr
-    assert "SGLang engine 1 exited with status 3 during the evaluation; the router sends new" in output
+    assert "SGLang engine 1 exited with status 3 during the evaluation; the gateway sends its" in output
     assert "1 SGLang engine(s) died during the evaluation" in output
     summary = json.loads((out_dir / "summary.json").read_text())
     episodes = [json.loads(line) for line in (out_dir / "episodes.jsonl").read_text().splitlines()]

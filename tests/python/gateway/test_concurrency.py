@@ -10,6 +10,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+from agentcore_slime.gateway.engine import routing_key
 
 
 def _respond(prompt: str) -> str:
@@ -50,6 +51,5 @@ def test_concurrent_sessions_keep_their_own_ordered_traces(
         assert [t.token_mode for t in traces] == ["rendered", "bridged", "bridged"]
         assert all(t.session_id == sid for t in traces)
     routed = {r.get("X-SMG-Routing-Key") for r in stand.engine.headers}
-    assert routed == set(
-        sessions
-    )  # every /generate names its session for sticky routing
+    # every /generate names its session for sticky routing, by a digest: never the id itself
+    assert routed == {routing_key(sid) for sid in sessions} and not routed & set(sessions)

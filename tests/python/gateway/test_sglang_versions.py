@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from agentcore_slime.gateway import Gateway, GatewayConfig
-from agentcore_slime.gateway.engine import EngineResult, settle_finish
+from agentcore_slime.gateway.engine import EngineResult, routing_key, settle_finish
 from fakes.sglang_server import FakeRouter, FakeSGLang, text_policy
 from gateway_helpers import ADD_TOOL, Script, tool_call_text
 
@@ -185,7 +185,7 @@ def test_routing_key_keeps_a_session_on_one_engine(routed) -> None:
     by_key: dict[str | None, set[int]] = {}
     for key, worker in router.routed:
         by_key.setdefault(key, set()).add(worker)
-    assert set(by_key) == {"sa", "sb"}
+    assert set(by_key) == {routing_key("sa"), routing_key("sb")}  # the ids themselves never leave
     assert all(len(workers) == 1 for workers in by_key.values())
 
 

@@ -9,8 +9,7 @@ the ``--config`` YAML merged by SGLang's ``ConfigArgumentMerger``, as ``prepare_
 does. In CI a missing venv fails the test (tests/run makes it); elsewhere it skips, naming the
 command that makes it.
 
-The router's flags go through sglang-router 0.3.2's own ``parse_router_args`` (installed in the
-test venv: tests/requirements.txt).
+bin/eval starts no router (several engines are spread over by the gateway: docs/eval.md).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentcore_slime.evaluate.render import EvalRequest, router_lines, server_lines
+from agentcore_slime.evaluate.render import EvalRequest, server_lines
 from agentcore_slime.settings.envfile import read_env_file
 from agentcore_slime.settings.validate import Config, resolve
 from test_golden import FIXED_RUNS, INPUTS, REPO
@@ -87,13 +86,3 @@ def test_eval_server_flags_parse_with_sglang_0_5_13(tmp_path: Path) -> None:
     assert extra["context_length"] == 8192
     # the parser is real: a flag SGLang does not know is refused
     assert not results[-1]["ok"] and "--no-such-flag" in results[-1]["error"]
-
-
-def test_router_flags_parse_with_sglang_router_0_3_2() -> None:
-    from sglang_router.launch_router import parse_router_args
-
-    urls = ["http://127.0.0.1:1", "http://127.0.0.1:2"]
-    words = sum(router_lines(), []) + ["--worker-urls", *urls, "--port", "3"]
-    parsed = parse_router_args(words)
-    assert parsed.policy == "manual" and parsed.host == "127.0.0.1" and parsed.port == 3
-    assert parsed.worker_urls == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
