@@ -21,6 +21,7 @@ from ..preflight.context import Context
 from ..preflight.report import Result, failed, passed, warned
 
 DOCS = "docs/launcher.md, 'Ray security: tokens and TLS'"
+SHARED_DOCS = "docs/launcher.md, 'Shared nodes: engines, routers and sessions'"
 TLS_FILES = ("RAY_TLS_CA_CERT", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY")
 
 
@@ -179,9 +180,34 @@ def check_engines_exposure(ctx: Context) -> Result:
     )
 
 
-def check_ray_security(ctx: Context) -> list[Result]:
-    """Token authentication, Ray's TLS and the engines' exposure.
+def check_router_workers(ctx: Context) -> Result:
+    """slime's router (sglang-router 0.3.2) takes no inbound key: anyone who reaches it can add or
+    remove workers. Say what stays open in training (bin/eval starts no router) and what the
+    toolkit already closed (no session id ever reaches the router or a worker).
 
     :param ctx: the check context.
     """
-    return [check_ray_auth_setting(ctx), check_ray_tls(ctx), check_engines_exposure(ctx)]
+    nodes = int(str(ctx.value("NUM_NODES") or 1))
+    networked = nodes > 1 or ctx.environ.get("SLIME_HOST_IP")
+    who = "anyone on the nodes' network" if networked else "another local user"
+    return warned(
+        "ray.router",
+        f"{who} can register a worker with slime's router (POST /workers, no key in sglang-router "
+        "0.3.2): it then receives some of this run's prompts and its answers are trained on, or "
+        "remove a real engine (DELETE /workers); sessions reach the router only as a digest of "
+        "their id, never the id itself",
+        f"run on nodes you do not share with untrusted users, or firewall the router's port ({SHARED_DOCS})",
+    )
+
+
+def check_ray_security(ctx: Context) -> list[Result]:
+    """Token authentication, Ray's TLS and the engines' and router's exposure.
+
+    :param ctx: the check context.
+    """
+    return [
+        check_ray_auth_setting(ctx),
+        check_ray_tls(ctx),
+        check_engines_exposure(ctx),
+        check_router_workers(ctx),
+    ]

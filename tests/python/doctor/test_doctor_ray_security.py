@@ -119,9 +119,13 @@ def test_auth_none_and_the_engines_warn(make_context: MakeContext) -> None:
     results = by_name(ray_security.check_ray_security(make_context(RAY_AUTH="none")))
     assert results["ray.auth"].status is Status.WARN
     assert results["ray.engines"].status is Status.WARN and "on 127.0.0.1" in results["ray.engines"].found
+    assert results["ray.router"].status is Status.WARN  # a shared-node exposure: the operator's call
+    assert results["ray.router"].found.startswith("another local user can register a worker")
+    assert "never the id itself" in results["ray.router"].found
     results = by_name(ray_security.check_ray_security(make_context(NUM_NODES="2")))
     assert results["ray.auth"].status is Status.PASS
     assert "anyone on the nodes' network" in results["ray.engines"].found
+    assert results["ray.router"].found.startswith("anyone on the nodes' network can register")
 
 
 def test_bin_train_refuses_ray_tls_without_its_files(tmp_path: Path) -> None:
