@@ -50,7 +50,12 @@ class GatewayConfig:
         ask the engine (``/v1/models`` ``max_model_len``).
     :param engine_retries: extra attempts on engine connection errors / 5xx.
     :param engine_retry_backoff: first retry delay (s), doubled per attempt.
-    :param engine_timeout: read timeout (s) for one completion.
+    :param engine_timeout: read timeout (s) for one completion; a call that waited that long
+        fails (the engine is told to abort it), it is not retried.
+    :param engine_outage_seconds: how long a call retries an engine that went away (connection
+        refused or reset, a router's 502/503/504), so that it lands on the engines left once the
+        dead one is removed from the router; 0 = the ``engine_retries`` of any failure. The
+        rollout sets it from slime's fault-tolerance args (``engine.outage_seconds``).
     :param default_max_new_tokens: completion cap when neither the session nor the agent set one.
     :param engine_health_attempts: ``GET /health`` tries (1 s apart) before ``start`` gives up.
     :param client_timeout: seconds a client may take to send a request's head or body, and
@@ -72,7 +77,7 @@ class GatewayConfig:
     model_dir: str
     model_id: str = "default"
     renderer_family: str = "auto"
-    cumulative_token_mode: bool = False
+    cumulative_token_mode: bool = True
     tool_call_parser: str | None = "qwen"
     reasoning_parser: str | None = None
     host: str | None = None
@@ -82,6 +87,7 @@ class GatewayConfig:
     engine_retries: int = 3
     engine_retry_backoff: float = 0.5
     engine_timeout: float = 900.0
+    engine_outage_seconds: float = 0.0
     default_max_new_tokens: int = 4096
     engine_health_attempts: int = 10
     client_timeout: float = 30.0
@@ -105,8 +111,16 @@ class GatewayConfig:
             raise ConfigError(f"port {self.port} is not in 0..65535 (GATEWAY_PORT; 0 picks a free port)")
         if self.context_length is not None and self.context_length < 2:
             raise ConfigError(f"context_length {self.context_length} is too small (SGLANG_CONTEXT_LENGTH)")
-        if self.engine_retries < 0 or self.engine_retry_backoff < 0 or self.engine_timeout <= 0:
-            raise ConfigError("engine_retries and engine_retry_backoff must be >= 0, engine_timeout > 0")
+        if (
+            self.engine_retries < 0
+            or self.engine_retry_backoff < 0
+            or self.engine_timeout <= 0
+            or self.engine_outage_seconds < 0
+        ):
+            raise ConfigError(
+                "engine_retries, engine_retry_backoff and engine_outage_seconds must be >= 0, "
+                "engine_timeout > 0"
+            )
         if not self.client_timeout > 0:
             raise ConfigError(f"client_timeout {self.client_timeout} must be > 0 (seconds)")
         if not self.render_timeout > 0:

@@ -6,7 +6,16 @@ One aiohttp ``ClientSession`` with keep-alive connections and a long read timeou
 sends ``input_ids`` with ``return_logprob`` and explicit sampling params, retries connection
 errors and 5xx answers with bounded exponential backoff (a fresh ``rid`` per attempt), and
 returns the sampled ids exactly as the engine reports them (stop token included, reference
-§5.2) with one logprob per id, checked. An ``abort`` finish is an error, never a stop.
+§5.2) with one logprob per id, checked, and how many attempts it took. An ``abort`` finish is
+an error, never a stop. A read timeout is not retried: a call waits at most ``read_timeout``
+for its answer (then the engine is told to abort it).
+
+An engine that went away (connection refused or reset, a router's 502/503/504 for a dead
+worker) is retried for ``outage_seconds`` from the first such failure, with backoff up to
+:data:`MAX_OUTAGE_BACKOFF`: with slime's ``--use-fault-tolerance`` that is as long as slime's
+health monitor takes to kill the engine and remove it from the router (its check interval +
+timeout + :data:`OUTAGE_SLACK_SECONDS`), so the retry lands on the engines left. With
+``outage_seconds`` 0 (fault tolerance off) such failures get the ``retries`` of any other.
 
 Pinned versions (docs/gateway.md "SGLang and router versions"): SGLang 0.5.13 behind slime's
 sglang-router 0.3.2. The router answers ``/v1/models`` itself without ``max_model_len`` and
@@ -50,6 +59,27 @@ ROUTING_HEADER = "X-SMG-Routing-Key"
 #: with several engines and no router: seconds an engine that refused or dropped a connection
 #: is passed over (its sessions go to the next engine meanwhile)
 ENGINE_DOWN_SECONDS = 5.0
+#: a router's answers when the worker it chose is gone (or none is left for a moment)
+GONE_STATUSES = frozenset({502, 503, 504})
+#: the longest wait between two attempts at an engine that went away
+MAX_OUTAGE_BACKOFF = 5.0
+#: beyond slime's health check interval + timeout: the dead engine's shutdown and its removal
+#: from the router (slime's health monitor does both before it checks the next engine)
+OUTAGE_SLACK_SECONDS = 30.0
+
+
+def outage_seconds(args: Any) -> float:
+    """How long a call retries an engine that went away, from slime's args: 0 without
+    ``--use-fault-tolerance`` (nothing removes a dead engine then), else slime's
+    ``--rollout-health-check-interval`` + ``--rollout-health-check-timeout`` (30 + 30 s by
+    default at the pinned commit) + :data:`OUTAGE_SLACK_SECONDS`."""
+    if not getattr(args, "use_fault_tolerance", False):
+        return 0.0
+    interval = getattr(args, "rollout_health_check_interval", None)
+    timeout = getattr(args, "rollout_health_check_timeout", None)
+    numbers = [v if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 else 30.0
+               for v in (interval, timeout)]
+    return float(sum(numbers)) + OUTAGE_SLACK_SECONDS
 
 
 def routing_key(session_id: str) -> str:
@@ -78,6 +108,7 @@ class EngineResult:
     logprobs: list[float]
     finish: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 1  # /generate requests it took (retries after a failure included)
 
     @property
     def finish_type(self) -> str:
@@ -93,7 +124,10 @@ class EngineClient:
         the next one while that engine refuses connections (see :data:`ENGINE_DOWN_SECONDS`).
     :param retries: extra attempts after the first on connection errors / 5xx.
     :param backoff: first retry delay in seconds, doubled per attempt.
-    :param read_timeout: seconds to wait for a completion (long: generations are slow).
+    :param read_timeout: seconds to wait for a completion (long: generations are slow); a call
+        that waited that long is not retried.
+    :param outage_seconds: how long an engine that went away is retried (see the module's
+        docstring; 0 = the ``retries`` of any failure).
     :param max_connections: connection pool size (0 = unlimited).
     :param vocab_size: ids at or above it are not the model's (0 = unchecked).
     :param api_key: sent as ``Authorization: Bearer`` on every call when the engine requires a
@@ -104,6 +138,7 @@ class EngineClient:
     retries: int = 3
     backoff: float = 0.5
     read_timeout: float = 900.0
+    outage_seconds: float = 0.0
     max_connections: int = 0
     vocab_size: int = 0
     _session: aiohttp.ClientSession | None = None
@@ -198,24 +233,25 @@ class EngineClient:
     ) -> EngineResult:
         """One ``/generate`` call with retries.
 
-        :raises EngineError: exhausted retries, a 4xx, an abort finish or a malformed answer.
+        :raises EngineError: exhausted retries (or the outage window), a read timeout, a 4xx, an
+            abort finish or a malformed answer.
         """
         headers = {"Content-Type": "application/json"}
         if routing_key:
             headers[ROUTING_HEADER] = routing_key
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
+        last, attempt, gone_since = "", 0, None
+        while True:
+            attempt += 1
             rid = new_id("")
             body = generate_body(rid, input_ids, sampling_params)
             url = self._engine_for(routing_key)
+            gone, payload = False, None
             try:
                 async with self.session.post(f"{url}/generate", data=body, headers=headers) as resp:
                     if resp.status >= 500:
                         last = f"HTTP {resp.status}: {(await resp.text())[:200]}"
-                        continue
-                    if resp.status != 200:  # SGLang: JSON {"error": ...}; a router's 422: plain text
+                        gone = resp.status in GONE_STATUSES
+                    elif resp.status != 200:  # SGLang: JSON {"error": ...}; a router's 422: plain text
                         text = await resp.text()
                         try:
                             detail = _error_message(json.loads(text))
@@ -224,11 +260,15 @@ class EngineClient:
                         raise EngineError(
                             f"engine rejected the request (HTTP {resp.status}): {detail}", retryable=False
                         )
-                    payload = _load_answer(await resp.read())
+                    else:
+                        payload = _load_answer(await resp.read())
             except TimeoutError:
                 await self._abort(rid)
-                last = f"no answer within {self.read_timeout:g} s"
-                continue
+                raise EngineError(
+                    f"engine {url} gave no answer within {self.read_timeout:g} s (ENGINE_TIMEOUT; "
+                    "not retried)",
+                    retryable=True,
+                ) from None
             except asyncio.CancelledError:  # the session was aborted: free the engine's work too
                 await asyncio.shield(self._abort(rid))
                 raise
@@ -236,15 +276,32 @@ class EngineClient:
                 raise EngineError(f"malformed /generate answer: {err.message}", retryable=False) from None
             except aiohttp.ClientError as err:
                 last = f"{type(err).__name__}: {err}"
-                if isinstance(err, aiohttp.ClientConnectionError) and len(self.engines) > 1:
-                    self._down[url] = time.monotonic() + ENGINE_DOWN_SECONDS  # gone: the next engine serves
-                continue
+                gone = isinstance(err, aiohttp.ClientConnectionError)
+                if gone and len(self.engines) > 1:
+                    self._down[url] = time.monotonic() + ENGINE_DOWN_SECONDS  # the next engine serves
             except ValueError as err:
                 raise EngineError(f"malformed /generate answer: {err}", retryable=False) from None
-            return _result(payload, self.vocab_size)
-        raise EngineError(
-            f"engine {self.url} failed after {self.retries + 1} attempts: {last}", retryable=True
-        )
+            if payload is not None:
+                result = _result(payload, self.vocab_size)
+                result.attempts = attempt
+                return result
+            delay = self._retry_delay(attempt, gone, gone_since)
+            if delay is None:
+                break
+            if gone and gone_since is None:
+                gone_since = time.monotonic()
+            await asyncio.sleep(delay)
+        raise EngineError(f"engine {self.url} failed after {attempt} attempts: {last}", retryable=True)
+
+    def _retry_delay(self, attempt: int, gone: bool, gone_since: float | None) -> float | None:
+        """Seconds before the next attempt after failed ``attempt`` (1-based), or None: give up.
+        An engine that went away is retried through the outage window, any other failure (and
+        every failure without a window) ``retries`` times."""
+        delay = self.backoff * 2 ** (attempt - 1)
+        if gone and self.outage_seconds > 0:
+            waited = 0.0 if gone_since is None else time.monotonic() - gone_since
+            return min(delay, MAX_OUTAGE_BACKOFF) if waited < self.outage_seconds else None
+        return delay if attempt <= self.retries else None
 
     def _engine_for(self, key: str | None) -> str:
         """The engine a session's call goes to: the url given, or (several engines) the one its
@@ -401,4 +458,4 @@ def settle_finish(
             finish = {"type": "stop", "matched": hit}
     if finish is None:
         return result
-    return EngineResult(result.output_ids, result.logprobs, finish, result.meta)
+    return EngineResult(result.output_ids, result.logprobs, finish, result.meta, result.attempts)

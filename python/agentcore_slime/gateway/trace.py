@@ -41,6 +41,8 @@ class CallTrace:
     :param tool_call_errors: one short reason per tool call in the completion that the
         parser could not turn into a valid call (empty: none). A turn with any is *flagged*:
         the agent got the text as SGLang's server would return it, and the rollout counts it.
+    :param engine_attempts: ``/generate`` requests the call took (1 = the first answered; more:
+        the engine or router failed first, e.g. an engine that died and was replaced).
     """
 
     prompt_token_ids: list[int]
@@ -57,6 +59,7 @@ class CallTrace:
     latency_ms: float = 0.0
     weight_version: str | None = None
     tool_call_errors: list[str] = field(default_factory=list)
+    engine_attempts: int = 1
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_token_ids):

@@ -89,6 +89,7 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
             "hf_checkpoint: not set (pass --hf-checkpoint <HF model dir>; the gateway reads its tokenizer)"
         )
     from agentcore_slime.gateway import GatewayConfig
+    from agentcore_slime.gateway.engine import outage_seconds
 
     return GatewayConfig(
         model_dir=str(model_dir),
@@ -103,6 +104,7 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
         context_length=getattr(args, "sglang_context_length", None),
         max_calls_per_episode=config.max_calls_per_episode,
         max_tokens_per_episode=config.max_tokens_per_episode,
+        engine_outage_seconds=outage_seconds(args),
     )
 
 

@@ -349,12 +349,16 @@ class FakeRouter(ThreadedAiohttpServer):
     - ``GET /workers`` lists the workers (``{"workers": [{"url": ..., ...}]}``);
       ``GET /get_model_info`` is proxied to the first worker; ``/model_info`` and
       ``POST /abort_request`` are 404 (the router does not route them).
+    - A worker that cannot be reached (it died) answers 502; :meth:`remove_worker` (what slime's
+      health monitor does to a dead engine: ``DELETE /workers/{id}``) takes it out, and a key
+      stuck to it moves to a worker left (the manual policy reassigns an unhealthy worker's keys).
     """
 
     def __init__(self, workers: list[FakeSGLang]) -> None:
         self.workers = workers
         self.sticky: dict[str, int] = {}
         self.routed: list[tuple[str | None, int]] = []  # (routing key, worker index) per /generate
+        self.removed: set[int] = set()
         self._next = 0
         super().__init__(self._app_routes(), name="fake-sglang-router")
 
@@ -370,13 +374,18 @@ class FakeRouter(ThreadedAiohttpServer):
         app.router.add_get("/get_model_info", self._model_info)
         return app
 
+    def remove_worker(self, index: int) -> None:
+        """Take worker ``index`` out of the rotation (slime removes a dead engine so)."""
+        self.removed.add(index)
+
     def _pick(self, key: str | None) -> int:
+        live = [i for i in range(len(self.workers)) if i not in self.removed]
         if key:
-            if key not in self.sticky:
-                self.sticky[key] = len(self.sticky) % len(self.workers)
+            if key not in self.sticky or self.sticky[key] in self.removed:
+                self.sticky[key] = live[len(self.sticky) % len(live)]
             return self.sticky[key]
-        self._next = (self._next + 1) % len(self.workers)
-        return self._next
+        self._next = (self._next + 1) % len(live)
+        return live[self._next]
 
     async def _generate(self, request: web.Request) -> web.Response:
         import aiohttp
@@ -397,8 +406,13 @@ class FakeRouter(ThreadedAiohttpServer):
         self.routed.append((key, index))
         headers = {"X-SMG-Routing-Key": key} if key else {}
         url = f"{self.workers[index].url}/generate"
-        async with aiohttp.ClientSession() as client, client.post(url, json=body, headers=headers) as resp:
-            return web.Response(body=await resp.read(), status=resp.status, content_type="application/json")
+        try:
+            async with aiohttp.ClientSession() as client:
+                resp = await client.post(url, json=body, headers=headers)
+                answer = await resp.read()
+                return web.Response(body=answer, status=resp.status, content_type="application/json")
+        except aiohttp.ClientConnectionError as err:  # the worker died: the router's own 502
+            return web.Response(status=502, text=f"worker {self.workers[index].url} unreachable: {err}")
 
     async def _models(self, request: web.Request) -> web.Response:
         card = {"id": "unknown", "object": "model", "owned_by": "local"}
