@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Summary: Install the pinned slime stack (torch, flash-attn, TE, Apex, Megatron-LM, SGLang, slime) and this toolkit
 #
-# Usage: install_slime.sh [--dry-run] [--prefix DIR] [cu12|cu13]
+# Usage: install_slime.sh [--dry-run] [--prefix DIR] [--stack fa3c990|v0.3.1] [cu12|cu13]
 #
-#   cu13 | cu12       CUDA variant (default cu13): PyTorch cu130 / cu129 wheels and CUDA 13.0 / 12.9
+#   --stack NAME      which pinned slime stack (default fa3c990; docs/install.md, "Which slime"):
+#                     fa3c990   slime fa3c990 with SGLang 0.5.13, the stack validated end to end
+#                               on GPUs with this toolkit (cu13 or cu12)
+#                     v0.3.1    slime v0.3.1 (a6272da0d) with SGLang 0.5.15.post1, as slime's own
+#                               docker/Dockerfile and build_conda.sh at that release build it (cu12
+#                               only, as slime builds it; the official container's slime)
+#   cu13 | cu12       CUDA variant (default cu13, cu12 for --stack v0.3.1): PyTorch cu130 / cu129
+#                     wheels and CUDA 13.0 / 12.9
 #   --prefix DIR      clone slime/ and Megatron-LM/ under DIR and keep install_slime.log and the
 #                     resume state (.install_slime/) there (default: the current directory; never
 #                     inside a git checkout, such as this toolkit's: choose e.g. ~/slime-src). When no
 #                     virtualenv or conda env is active, a virtualenv is created at DIR/venv
 #   --dry-run         print the numbered plan (every command) and check the preconditions; change nothing
+#                     (--dry-run --stack NAME shows that stack's plan)
 #   -h, --help        print this help
 #
 #   CUDA_HOME         CUDA toolkit used for the builds (default /usr/local/cuda-13.0 or /usr/local/cuda-12.9);
@@ -26,7 +34,8 @@ set -euo pipefail
 [[ -n ${TOOLKIT_DEBUG:-} ]] && set -x
 
 # --------------------------------------------------------------------------------------------------
-# Pinned stack: the versions validated end to end (Qwen2.5-3B-Instruct, GSM8K, 8 x H100, CUDA 13.0).
+# Pinned stacks. The default (--stack fa3c990): the versions validated end to end (Qwen2.5-3B-Instruct,
+# GSM8K, 8 x H100, CUDA 13.0). The other stack, v0.3.1, overrides some of them in pins_v0_3_1 below.
 # Change versions here and nowhere else.
 #
 #   component                      pin
@@ -34,34 +43,65 @@ PIN_TORCH="2.11.0"                # torch (torchvision / torchaudio below), cu13
 PIN_TORCHVISION="0.26.0"
 PIN_TORCHAUDIO="2.11.0"
 PIN_FLASH_ATTN="2.8.3"            # built against the installed torch, no build isolation
+PIN_FLA=""                        # flash-linear-attention (empty: the latest release)
+PIN_TILELANG=""                   # tilelang (empty: the latest release)
 PIN_TE="2.11"                     # transformer_engine[pytorch,core-cu13|core-cu12]
 PIN_APEX="10417aceddd7d5d05d7cbf7b0fc2daad1105f8b4"      # NVIDIA/apex (C++ and CUDA extensions)
-PIN_TMS="a193d9dd1b877d33c64a41cfb3db9f867df2d926"       # fzyzcjy/torch_memory_saver
-PIN_MBRIDGE="89eb10887887bc74853f89a4de258c0702932a1c"   # ISEEKYAN/mbridge (--no-deps)
-PIN_MEGATRON_BRIDGE="6fde1c8538ea4ad966c7fba5f759be54f943b598" # radixark/Megatron-Bridge (--no-deps)
+PIN_TMS_REPO="fzyzcjy/torch_memory_saver"
+PIN_TMS="a193d9dd1b877d33c64a41cfb3db9f867df2d926"       # torch_memory_saver at PIN_TMS_REPO
+PIN_MBRIDGE="89eb10887887bc74853f89a4de258c0702932a1c"   # ISEEKYAN/mbridge (--no-deps; empty: none)
+PIN_MEGATRON_BRIDGE="6fde1c8538ea4ad966c7fba5f759be54f943b598" # radixark/Megatron-Bridge (--no-deps; empty: none)
 PIN_MODELOPT=">=0.37.0"           # nvidia-modelopt[torch]
 PIN_SGLANG="0.5.13"               # pre-releases allowed while resolving
+PIN_SGLANG_KERNEL=""              # cu12: sglang-kernel / sgl-deep-gemm from SGLang's cu129 index
+PIN_SGL_DEEP_GEMM=""              #   (empty: the latest there)
 PIN_RAY="2.60.0"                  # ray[default]: the toolkit's token authentication is tested with it
 PIN_SGLANG_ROUTER_WHEEL="https://github.com/zhuzilin/sgl-router/releases/download/v0.3.2-1117d05/sglang_router-0.3.2-cp38-abi3-manylinux_2_28_x86_64.whl"
 PIN_CUTLASS_DSL="4.5.2"           # nvidia-cutlass-dsl-libs-base, reinstalled --no-deps
 PIN_MEGATRON="1dcf0dafa884ad52ffb243625717a3471643e087"  # NVIDIA/Megatron-LM, editable install
+# slime fa3c990 (2026-06-30). What the toolkit passes slime is chosen where it depends on the
+# slime and SGLang a node has (templates/lib/slime.sh, when train.sh runs):
+# --megatron-to-hf-mode bridge only to a slime that has the flag (fa3c990 does, and only bridge
+# mode loads the HF --ref-load there: slime/backends/megatron_utils/checkpoint.py:130; v0.3.1
+# removed it and loads an HF checkpoint natively), SGLang's cuda-graph flag by the name that
+# SGLang uses (--sglang-cuda-graph-max-bs on 0.5.13, --sglang-cuda-graph-max-bs-decode on
+# 0.5.15.post1). tests/slime_stacks/*.flags records every flag each supported stack accepts
+# (fa3c990, v0.3.1, 624b824a8) and the tests check every rendered command line against them: when
+# PIN_SLIME moves, record the new stack's flags there (tests/slime_stacks/README.md). The rest of
+# the command line holds the same on these stacks: --custom-config-path (toolkit.yaml keys become
+# args attributes), --train-env-vars (JSON object), --rollout-function-path /
+# --eval-function-path, --custom-reward-post-process-path, --eval-prompt-data NAME PATH,
+# --global-batch-size (counts rollouts, i.e. Sample.rollout_id, not samples:
+# slime/utils/dp_schedule.py), --sglang-<ServerArgs flag> passthrough (router options are
+# --router-*), and --load SAVE_DIR, passed only when SAVE_DIR has latest_checkpointed_iteration.txt
+# (fa3c990 keeps any other --load as is in bridge mode: slime/utils/arguments.py:1793-1805).
 PIN_SLIME="fa3c990af6f18efd3fd9922698bf4bf4048d1263"     # THUDM/slime, editable install --no-deps
 PIN_NUMPY="<2"                    # installed last among the stack so nothing upgrades them
 PIN_SCIPY="<1.14"                 # scipy >= 1.14 needs numpy >= 2
-SLIME_PATCH_DIR="docker/patch/latest"   # in the slime clone: megatron.patch, sglang.patch, sglang-top_p.patch
-# Flags rendered by bin/train that depend on the slime commit above (re-check them when it changes):
-#   --custom-config-path (toolkit.yaml keys become args attributes), --train-env-vars (JSON object),
-#   --rollout-function-path / --eval-function-path, --custom-reward-post-process-path,
-#   --eval-prompt-data NAME PATH, --eval-interval, --n-samples-per-eval-prompt, --eval-max-response-len,
-#   --eval-temperature / --eval-top-p, --use-dynamic-batch-size with --max-tokens-per-gpu, --colocate,
-#   --save-hf PATH with the {rollout_id} placeholder, --global-batch-size (counts rollouts, i.e.
-#   Sample.rollout_id, not samples, at fa3c990: slime/utils/dp_schedule.py), --sglang-<ServerArgs
-#   flag> passthrough (router options are --router-*, not --sglang-router-*), and
-#   --megatron-to-hf-mode bridge, which bin/train passes: at fa3c990 only bridge mode loads the HF
-#   --ref-load (slime/backends/megatron_utils/checkpoint.py:130); upstream removed the flag later
-#   (then it is silently ignored and an HF --ref-load needs re-checking); --load SAVE_DIR, passed
-#   only when SAVE_DIR has latest_checkpointed_iteration.txt (fa3c990 keeps any other --load as is
-#   in bridge mode: slime/utils/arguments.py:1793-1805).
+SLIME_PATCH_DIR="docker/patch/latest"   # in the slime clone
+PIN_SGLANG_PATCHES="sglang sglang-top_p"  # SLIME_PATCH_DIR/<name>.patch, applied to the installed sglang
+
+# --stack v0.3.1: slime v0.3.1 as its own docker/Dockerfile and build_conda.sh at a6272da0d build
+# it (read from those files): SGLang 0.5.15.post1 (which requires torch 2.11.0, sglang-kernel
+# 0.4.4, sgl-deep-gemm 0.1.4 and tilelang 0.1.11), TransformerEngine 2.16.1, flash-attn 2.8.3,
+# flash-linear-attention 0.4.2, Apex and Megatron-LM at the commits above, torch_memory_saver from
+# zhuzilin's fork at build_conda.sh's TMS_COMMIT, no mbridge and no Megatron-Bridge (slime #2251
+# took the conversion in), numpy 1.26.4 and scipy 1.17.1, sgl-router build v0.3.2-9daabcd, and
+# the patches of docker/patch/latest (the same files as docker/patch/v0.5.15.post1 there). Left
+# out, as for the default stack: the FlashAttention-3 (hopper) build, FlashQLA (an optional GDN
+# backend for Qwen3.5/Qwen3-Next, unpinned upstream) and slime's int4_qat kernel.
+pins_v0_3_1() {
+  PIN_SLIME="a6272da0d4f3d0a08520c99a2f3b4f6c887960dc"   # v0.3.1 (2026-08-06)
+  PIN_SGLANG="0.5.15.post1"
+  PIN_SGLANG_KERNEL="0.4.4" PIN_SGL_DEEP_GEMM="0.1.4"
+  PIN_TE="2.16.1"
+  PIN_FLA="0.4.2" PIN_TILELANG="0.1.11"
+  PIN_TMS_REPO="zhuzilin/torch_memory_saver" PIN_TMS="8d30c59ca12a68d9deccbc9c6599076a1218cbc5"
+  PIN_MBRIDGE="" PIN_MEGATRON_BRIDGE=""
+  PIN_SGLANG_ROUTER_WHEEL="https://github.com/zhuzilin/sgl-router/releases/download/v0.3.2-9daabcd/sglang_router-0.3.2-cp38-abi3-manylinux_2_28_x86_64.whl"
+  PIN_NUMPY="==1.26.4" PIN_SCIPY="==1.17.1"
+  PIN_SGLANG_PATCHES="sglang sglang-top_p sglang-release_hicache sglang-pull_weights"
+}
 # --------------------------------------------------------------------------------------------------
 
 GITHUB="https://github.com"
@@ -79,7 +119,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0
 # ---------------------------------------------------------------- arguments and preconditions ------
 
 parse_args() { # <argv...>
-  DRY_RUN=0 PREFIX="" VARIANT=""
+  DRY_RUN=0 PREFIX="" VARIANT="" STACK=""
   while (($#)); do
     case "$1" in
       -h | --help) usage && exit 0 ;;
@@ -87,14 +127,30 @@ parse_args() { # <argv...>
       --prefix) (($# > 1)) && [[ -n $2 ]] || die 2 "--prefix needs a directory (e.g. --prefix /opt/slime)"
         PREFIX=$2 && shift ;;
       --prefix=?*) PREFIX=${1#--prefix=} ;;
+      --stack) (($# > 1)) && [[ -n $2 ]] || die 2 "--stack needs a name (fa3c990 or v0.3.1)"
+        STACK=$2 && shift ;;
+      --stack=?*) STACK=${1#--stack=} ;;
       cu12 | cu13) [[ -z $VARIANT ]] || die 2 "give one CUDA variant, not '$VARIANT' and '$1'"
         VARIANT=$1 ;;
-      *) die 2 "unknown argument '$1' (usage: $ME.sh [--dry-run] [--prefix DIR] [cu12|cu13])" ;;
+      *) die 2 "unknown argument '$1' (usage: $ME.sh [--dry-run] [--prefix DIR] [--stack fa3c990|v0.3.1] [cu12|cu13])" ;;
     esac
     shift
   done
-  VARIANT=${VARIANT:-cu13}
+  set_stack
   PREFIX_GIVEN=${PREFIX:+1}
+}
+
+# STACK's pins and its default CUDA variant; v0.3.1 is cu12 only (slime's docker/Dockerfile builds
+# it on the v0.5.15.post1-cu129 SGLang image by default, build_conda.sh on CUDA 12.9).
+set_stack() {
+  case "${STACK:=fa3c990}" in
+    fa3c990) VARIANT=${VARIANT:-cu13} ;;
+    v0.3.1)
+      pins_v0_3_1
+      VARIANT=${VARIANT:-cu12}
+      [[ $VARIANT == cu12 ]] || die 2 "--stack v0.3.1 installs for CUDA 12 only, as slime builds v0.3.1 (CUDA 12.9); give cu12, or --stack fa3c990 for cu13" ;;
+    *) die 2 "unknown --stack '$STACK' (choose fa3c990, the default, or v0.3.1; docs/install.md, \"Which slime\")" ;;
+  esac
 }
 
 set_variant() {
@@ -276,6 +332,9 @@ args = sys.argv[1:]
 sys.exit(0 if all(ok(n, p) for n, p in zip(args[::2], args[1::2])) else 1)
 PY
 
+version_pin() { # <version>: ==VERSION for satisfied, or any when VERSION is empty
+  if [[ -n $1 ]]; then echo "==$1"; else echo any; fi
+}
 satisfied() { # NAME PIN [NAME PIN ...]
   [[ -x $PY ]] || return 1
   "$PY" -c "$PY_SATISFIED" "$@" >/dev/null 2>&1
@@ -338,9 +397,13 @@ title_mbridge() { echo "mbridge at ${PIN_MBRIDGE:0:12}"; }
 step_mbridge() { pip_install "mbridge @ git+$GITHUB/ISEEKYAN/mbridge.git@$PIN_MBRIDGE" --no-deps; }
 done_mbridge() { satisfied mbridge "@$PIN_MBRIDGE"; }
 
-title_fla() { echo "flash-linear-attention and tilelang (latest)"; }
-step_fla() { pip_install flash-linear-attention tilelang "$(torch_index)"; }
-done_fla() { satisfied flash-linear-attention any tilelang any; }
+title_fla() {
+  if [[ -n $PIN_FLA ]]; then echo "flash-linear-attention $PIN_FLA and tilelang $PIN_TILELANG"; else
+    echo "flash-linear-attention and tilelang (latest)"
+  fi
+}
+step_fla() { pip_install "flash-linear-attention${PIN_FLA:+==$PIN_FLA}" "tilelang${PIN_TILELANG:+==$PIN_TILELANG}" "$(torch_index)"; }
+done_fla() { satisfied flash-linear-attention "$(version_pin "$PIN_FLA")" tilelang "$(version_pin "$PIN_TILELANG")"; }
 
 title_transformer_engine() { echo "TransformerEngine $PIN_TE (core-cu$CUDA_MAJOR)"; }
 step_transformer_engine() {
@@ -374,7 +437,7 @@ step_torch_memory_saver() {
   major=$(torch_cuda_major) || fail "cannot read torch.version.cuda from $PY (is the torch step done?)"
   [[ $major == "$CUDA_MAJOR" || $DRY_RUN -eq 1 ]] ||
     fail "torch in $ENV_DIR is built for CUDA $major but $VARIANT needs $CUDA_MAJOR (rerun to reinstall the $TORCH_BACKEND build)"
-  TMS_CUDA_MAJOR=$major pip_install "torch_memory_saver @ git+$GITHUB/fzyzcjy/torch_memory_saver.git@$PIN_TMS" \
+  TMS_CUDA_MAJOR=$major pip_install "torch_memory_saver @ git+$GITHUB/$PIN_TMS_REPO.git@$PIN_TMS" \
     --no-deps --no-build-isolation --no-cache-dir "$(reinstall_flag torch_memory_saver)"
 }
 done_torch_memory_saver() { satisfied torch_memory_saver "@$PIN_TMS"; }
@@ -386,14 +449,22 @@ step_megatron_bridge() {
 }
 done_megatron_bridge() { satisfied megatron-bridge "@$PIN_MEGATRON_BRIDGE" nvidia-modelopt "$PIN_MODELOPT"; }
 
+title_modelopt() { echo "nvidia-modelopt$PIN_MODELOPT (no Megatron-Bridge: this slime has none)"; }
+step_modelopt() { pip_install "nvidia-modelopt[torch]$PIN_MODELOPT" --no-build-isolation; }
+done_modelopt() { satisfied nvidia-modelopt "$PIN_MODELOPT"; }
+
 title_sglang() { echo "SGLang $PIN_SGLANG"; }
 step_sglang() { pip_install "sglang==$PIN_SGLANG" "$(prerelease_flag)" "$(torch_index)"; }
 done_sglang() { satisfied sglang "==$PIN_SGLANG"; }
 
-title_sglang_cu129_kernels() { echo "SGLang kernels built for CUDA 12.9 (sglang-kernel, sgl-deep-gemm)"; }
+title_sglang_cu129_kernels() {
+  echo "SGLang kernels built for CUDA 12.9 (sglang-kernel${PIN_SGLANG_KERNEL:+ $PIN_SGLANG_KERNEL}, sgl-deep-gemm${PIN_SGL_DEEP_GEMM:+ $PIN_SGL_DEEP_GEMM})"
+}
 step_sglang_cu129_kernels() {
-  pip_install sglang-kernel --no-deps "$(reinstall_flag sglang-kernel)" --index-url "$SGLANG_CU129_INDEX"
-  pip_install sgl-deep-gemm --no-deps "$(reinstall_flag sgl-deep-gemm)" --index-url "$SGLANG_CU129_INDEX"
+  pip_install "sglang-kernel${PIN_SGLANG_KERNEL:+==$PIN_SGLANG_KERNEL}" --no-deps "$(reinstall_flag sglang-kernel)" \
+    --index-url "$SGLANG_CU129_INDEX"
+  pip_install "sgl-deep-gemm${PIN_SGL_DEEP_GEMM:+==$PIN_SGL_DEEP_GEMM}" --no-deps "$(reinstall_flag sgl-deep-gemm)" \
+    --index-url "$SGLANG_CU129_INDEX"
 }
 
 title_megatron_clone() { echo "clone Megatron-LM at ${PIN_MEGATRON:0:12} into $MEGATRON_DIR"; }
@@ -427,7 +498,7 @@ title_slime_install() { echo "slime, editable, --no-deps"; }
 step_slime_install() { pip_install -e "$SLIME_DIR" --no-deps; }
 done_slime_install() { satisfied slime "url:file://$SLIME_DIR"; }
 
-title_sglang_router() { echo "sglang-router 0.3.2 (slime's build)"; }
+title_sglang_router() { echo "sglang-router 0.3.2 (slime's build $(router_build))"; }
 step_sglang_router() { pip_install "sglang-router @ $PIN_SGLANG_ROUTER_WHEEL" "$(reinstall_flag sglang-router)"; }
 done_sglang_router() { satisfied sglang-router "url:$PIN_SGLANG_ROUTER_WHEEL"; }
 
@@ -444,18 +515,37 @@ step_megatron_patch() {
 }
 done_megatron_patch() { git_patch_applied "$MEGATRON_DIR" "$SLIME_DIR/$SLIME_PATCH_DIR/megatron.patch"; }
 
-title_sglang_patches() { echo "apply slime's sglang.patch and sglang-top_p.patch to the installed sglang"; }
+title_sglang_patches() { echo "apply slime's $(patch_names) to the installed sglang"; }
 step_sglang_patches() {
   local site name
   site=$(sglang_site) || fail "cannot find the installed sglang package (is the sglang step done?)"
-  for name in sglang sglang-top_p; do
+  for name in $PIN_SGLANG_PATCHES; do
     site_patch_applied "$SLIME_DIR/$SLIME_PATCH_DIR/$name.patch" && continue
     run_cmd patch -d "$site" -p2 -F0 -N -i "$SLIME_DIR/$SLIME_PATCH_DIR/$name.patch"
   done
 }
 done_sglang_patches() {
-  site_patch_applied "$SLIME_DIR/$SLIME_PATCH_DIR/sglang.patch" &&
-    site_patch_applied "$SLIME_DIR/$SLIME_PATCH_DIR/sglang-top_p.patch"
+  local name
+  for name in $PIN_SGLANG_PATCHES; do
+    site_patch_applied "$SLIME_DIR/$SLIME_PATCH_DIR/$name.patch" || return 1
+  done
+}
+# patch_names: "a.patch and b.patch", or "a.patch, b.patch and c.patch"
+patch_names() {
+  local -a names
+  read -r -a names <<<"$PIN_SGLANG_PATCHES"
+  names=("${names[@]/%/.patch}")
+  if ((${#names[@]} > 1)); then
+    printf '%s' "${names[*]:0:${#names[@]}-1}" | sed 's/ /, /g'
+    printf ' and %s\n' "${names[-1]}"
+  else
+    printf '%s\n' "${names[0]}"
+  fi
+}
+# router_build: the sgl-router release of PIN_SGLANG_ROUTER_WHEEL (v0.3.2-1117d05)
+router_build() {
+  local release=${PIN_SGLANG_ROUTER_WHEEL%/*}
+  printf '%s\n' "${release##*/}"
 }
 
 title_project() { echo "this project's Python package ($PROJECT_DIR) with bin/train's helpers, stack pins held"; }
@@ -480,8 +570,11 @@ write_file() { # <path> <line...>
 plan_steps() {
   STEPS=()
   [[ -z $NEW_VENV ]] || STEPS+=(venv)
-  STEPS+=(torch build_tools flash_attn mbridge fla transformer_engine apex torch_memory_saver
-    megatron_bridge sglang)
+  STEPS+=(torch build_tools flash_attn)
+  [[ -z $PIN_MBRIDGE ]] || STEPS+=(mbridge)
+  STEPS+=(fla transformer_engine apex torch_memory_saver)
+  if [[ -n $PIN_MEGATRON_BRIDGE ]]; then STEPS+=(megatron_bridge); else STEPS+=(modelopt); fi
+  STEPS+=(sglang)
   ((CUDA_MAJOR == 12)) && STEPS+=(sglang_cu129_kernels)
   STEPS+=(megatron_clone megatron_install cutlass_pyjwt slime_clone slime_requirements ray slime_install
     sglang_router numpy_scipy megatron_patch sglang_patches project)
@@ -568,8 +661,8 @@ report_failure() { # <index> <step> <status>
 
 print_plan() {
   local i=0 name note
-  printf 'install_slime plan: %s, CUDA_HOME=%s (nvcc %s), environment %s (python %s), installer %s\n' \
-    "$VARIANT" "$CUDA_HOME" "$CUDA_RELEASE" "$ENV_DIR" "$PY_VERSION" "$INSTALLER"
+  printf 'install_slime plan: stack %s (slime %s, SGLang %s), %s, CUDA_HOME=%s (nvcc %s), environment %s (python %s), installer %s\n' \
+    "$STACK" "${PIN_SLIME:0:12}" "$PIN_SGLANG" "$VARIANT" "$CUDA_HOME" "$CUDA_RELEASE" "$ENV_DIR" "$PY_VERSION" "$INSTALLER"
   for name in "${STEPS[@]}"; do
     i=$((i + 1))
     note=""
@@ -582,11 +675,12 @@ print_plan() {
 
 print_summary() {
   cat <<EOF
-install_slime: done ($VARIANT, CUDA $CUDA_RELEASE at $CUDA_HOME)
+install_slime: done (stack $STACK, $VARIANT, CUDA $CUDA_RELEASE at $CUDA_HOME)
   python env:   $ENV_DIR (python $PY_VERSION)$([[ -z $NEW_VENV ]] || printf '; activate it with: source %s/bin/activate' "$ENV_DIR")
   torch:        $PIN_TORCH+$TORCH_BACKEND, flash-attn $PIN_FLASH_ATTN, TransformerEngine $PIN_TE, SGLang $PIN_SGLANG, Ray $PIN_RAY
   Megatron-LM:  $MEGATRON_DIR (at $PIN_MEGATRON, slime's megatron.patch applied)
   slime:        $SLIME_DIR (at $PIN_SLIME)
+  router:       sglang-router 0.3.2, slime's build $(router_build)
   toolkit:      $PROJECT_DIR (editable)
   log:          $LOG_FILE
 
@@ -615,7 +709,7 @@ main() {
   mkdir -p "$STATE_DIR" || die 1 "cannot create $STATE_DIR (choose a writable --prefix)"
   CMD_OUT="$STATE_DIR/last-output" FAILED_CMD="$STATE_DIR/failed-command"
   printf '# %s %s %s, %s\n' "$ME" "$*" "$(date -u +%FT%TZ)" "$PY" >>"$LOG_FILE"
-  say "installing the slime stack ($VARIANT) into $ENV_DIR; log: $LOG_FILE"
+  say "installing the slime stack $STACK ($VARIANT) into $ENV_DIR; log: $LOG_FILE"
   local i=0 name
   for name in "${STEPS[@]}"; do
     i=$((i + 1))

@@ -79,19 +79,23 @@ tree_state() {
 
 @test "--help prints the usage header" {
   run -0 "$INSTALLER" --help
-  assert_output_contains "Usage: install_slime.sh [--dry-run] [--prefix DIR] [cu12|cu13]"
+  assert_output_contains "Usage: install_slime.sh [--dry-run] [--prefix DIR] [--stack fa3c990|v0.3.1] [cu12|cu13]"
   assert_output_contains "--dry-run"
   refute_calls
 }
 
 @test "argument errors exit 2 with a message on stderr and run nothing" {
   local bad
-  for bad in cu11 "--prefix" "cu12 cu13" "--force" "cu13 extra"; do
+  for bad in cu11 "--prefix" "cu12 cu13" "--force" "cu13 extra" "--stack" "--stack v0.3.0" "--stack v0.3.1 cu13"; do
     # shellcheck disable=SC2086 # split the bad argument lists on purpose
     run -2 --separate-stderr "$INSTALLER" $bad
     [[ -z $output ]] || flunk "stdout must stay empty for '$bad': $output"
     [[ $stderr == install_slime:* ]] || flunk "no error for '$bad': $stderr"
   done
+  run -2 --separate-stderr "$INSTALLER" --stack=v0.3.1 cu13
+  [[ $stderr == *"--stack v0.3.1 installs for CUDA 12 only"*"give cu12, or --stack fa3c990 for cu13"* ]] || flunk "$stderr"
+  run -2 --separate-stderr "$INSTALLER" --stack latest
+  [[ $stderr == *"unknown --stack 'latest' (choose fa3c990, the default, or v0.3.1;"* ]] || flunk "$stderr"
   TOOLKIT_MAX_JOBS=lots run -2 --separate-stderr "$INSTALLER"
   [[ $stderr == *"TOOLKIT_MAX_JOBS must be a positive integer, got 'lots'"* ]] || flunk "$stderr"
   refute_calls
@@ -136,6 +140,94 @@ tree_state() {
   [[ -z $(changes) ]] || flunk "the dry run ran: $(changes)"
   mask_output
   assert_output <"$FIXTURES/plan-cu12.txt"
+}
+
+@test "--dry-run --stack v0.3.1 prints slime v0.3.1's plan (cu12 unless told) and changes nothing" {
+  fake_cuda 12.9
+  local before plan
+  before=$(tree_state)
+  run -0 --separate-stderr "$INSTALLER" --dry-run --prefix "$PREFIX" --stack v0.3.1
+  [[ $(tree_state) == "$before" ]] || flunk "the dry run changed files:" "$(diff <(echo "$before") <(tree_state))"
+  [[ -z $(changes) ]] || flunk "the dry run ran: $(changes)"
+  mask_output
+  assert_output <"$FIXTURES/plan-v0.3.1-cu12.txt"
+  # the same plan with the variant named and the option spelled --stack=NAME
+  plan=$output
+  run -0 --separate-stderr "$INSTALLER" --dry-run --prefix "$PREFIX" --stack=v0.3.1 cu12
+  mask_output
+  [[ $output == "$plan" ]] || flunk "$(diff <(echo "$plan") <(echo "$output"))"
+}
+
+@test "--stack fa3c990 is the default stack: the same plan with or without the option" {
+  run -0 --separate-stderr "$INSTALLER" --dry-run --prefix "$PREFIX" --stack fa3c990
+  mask_output
+  assert_output <"$FIXTURES/plan-cu13.txt"
+}
+
+@test "--stack v0.3.1 installs v0.3.1's pins: its SGLang, TE, kernels, torch_memory_saver fork, router build, four sglang patches, no bridges" {
+  fake_cuda 12.9
+  run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX" --stack v0.3.1
+  assert_output_contains "install_slime: done (stack v0.3.1, cu12, CUDA 12.9 at $CUDA_HOME)"
+  assert_output_contains "slime:        $PREFIX/slime (at a6272da0d4f3d0a08520c99a2f3b4f6c887960dc)"
+  assert_output_contains "router:       sglang-router 0.3.2, slime's build v0.3.2-9daabcd"
+  run -0 cat "$PREFIX/.install_slime/constraints.txt"
+  assert_output <<'EOF'
+torch==2.11.0+cu129
+numpy==1.26.4
+scipy==1.17.1
+sglang==0.5.15.post1
+transformer_engine==2.16.1
+ray==2.60.0
+EOF
+  local py="--python \$TMP/env/bin/python"
+  changes >"$BATS_TEST_TMPDIR/changes"
+  run -0 cat "$BATS_TEST_TMPDIR/changes"
+  assert_output <<EOF
+uv pip install $py torch==2.11.0+cu129 torchvision==0.26.0+cu129 torchaudio==2.11.0+cu129 --torch-backend=cu129
+uv pip install $py cmake ninja pybind11 packaging\>=24.2 wheel
+uv pip install $py flash-attn==2.8.3 --no-build-isolation --no-cache-dir --torch-backend=cu129
+uv pip install $py flash-linear-attention==0.4.2 tilelang==0.1.11 --torch-backend=cu129
+uv pip install $py transformer_engine\[pytorch\,core-cu12\]==2.16.1 --no-build-isolation --no-cache-dir
+uv pip install $py apex\ @\ git+https://github.com/NVIDIA/apex.git@10417aceddd7d5d05d7cbf7b0fc2daad1105f8b4 -v --no-build-isolation --no-cache-dir
+uv pip install $py torch_memory_saver\ @\ git+https://github.com/zhuzilin/torch_memory_saver.git@8d30c59ca12a68d9deccbc9c6599076a1218cbc5 --no-deps --no-build-isolation --no-cache-dir --reinstall-package=torch_memory_saver
+uv pip install $py nvidia-modelopt\[torch\]\>=0.37.0 --no-build-isolation
+uv pip install $py sglang==0.5.15.post1 --prerelease=allow --torch-backend=cu129
+uv pip install $py sglang-kernel==0.4.4 --no-deps --reinstall-package=sglang-kernel --index-url https://docs.sglang.ai/whl/cu129/
+uv pip install $py sgl-deep-gemm==0.1.4 --no-deps --reinstall-package=sgl-deep-gemm --index-url https://docs.sglang.ai/whl/cu129/
+git clone https://github.com/NVIDIA/Megatron-LM.git \$TMP/prefix/Megatron-LM
+git -C \$TMP/prefix/Megatron-LM checkout --quiet 1dcf0dafa884ad52ffb243625717a3471643e087
+uv pip install $py -e \$TMP/prefix/Megatron-LM --no-build-isolation --config-settings editable_mode=compat
+uv pip install $py nvidia-cutlass-dsl-libs-base==4.5.2 --no-deps --reinstall-package=nvidia-cutlass-dsl-libs-base
+uv pip install $py PyJWT --reinstall-package=pyjwt
+git clone https://github.com/THUDM/slime.git \$TMP/prefix/slime
+git -C \$TMP/prefix/slime checkout --quiet a6272da0d4f3d0a08520c99a2f3b4f6c887960dc
+uv pip install $py -r \$TMP/prefix/slime/requirements.txt
+uv pip install $py ray\\[default\\]==2.60.0
+uv pip install $py -e \$TMP/prefix/slime --no-deps
+uv pip install $py sglang-router\ @\ https://github.com/zhuzilin/sgl-router/releases/download/v0.3.2-9daabcd/sglang_router-0.3.2-cp38-abi3-manylinux_2_28_x86_64.whl --reinstall-package=sglang-router
+uv pip install $py --no-config numpy==1.26.4 scipy==1.17.1
+git -C \$TMP/prefix/Megatron-LM apply \$TMP/prefix/slime/docker/patch/latest/megatron.patch
+patch -d \$TMP/env/lib/python3.12/site-packages -p2 -F0 -N -i \$TMP/prefix/slime/docker/patch/latest/sglang.patch
+patch -d \$TMP/env/lib/python3.12/site-packages -p2 -F0 -N -i \$TMP/prefix/slime/docker/patch/latest/sglang-top_p.patch
+patch -d \$TMP/env/lib/python3.12/site-packages -p2 -F0 -N -i \$TMP/prefix/slime/docker/patch/latest/sglang-release_hicache.patch
+patch -d \$TMP/env/lib/python3.12/site-packages -p2 -F0 -N -i \$TMP/prefix/slime/docker/patch/latest/sglang-pull_weights.patch
+uv pip install $py -e \$REPO/python\\[launcher\\] --constraint \$TMP/prefix/.install_slime/constraints.txt
+EOF
+  # a second run finds every step done, the four patches included
+  : >"$CALL_LOG"
+  run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX" --stack v0.3.1
+  [[ -z $(changes) ]] || flunk "second run changed: $(changes)"
+  [[ $(grep -c '] skip ' <<<"$stderr") -eq 22 ]] || flunk "expected 22 skipped steps: $stderr"
+}
+
+@test "moving an install of the default stack to v0.3.1 reinstalls what differs and keeps what both share" {
+  fake_cuda 12.9
+  run -0 "$INSTALLER" --prefix "$PREFIX" cu12
+  : >"$CALL_LOG"
+  run -0 --separate-stderr "$INSTALLER" --prefix "$PREFIX" --stack v0.3.1
+  changed '^uv pip install .* sglang==0\.5\.15\.post1 ' || flunk "$(changes)"
+  changed 'checkout --quiet a6272da0d4f3d0a08520c99a2f3b4f6c887960dc$' || flunk "$(changes)"
+  ! changed 'torch==2\.11\.0\+cu129|flash-attn==|apex' || flunk "reinstalled what both stacks share: $(changes)"
 }
 
 @test "cu13 with uv: every step in order, all into the active environment, this project last" {
