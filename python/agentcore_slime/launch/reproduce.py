@@ -7,9 +7,10 @@ bin/train writes two records into ``runs/<EXP_ID>/`` beside the rendered script:
   run directory itself), bin/train takes the variant and the flags from here, and the header
   lines too, so the script it renders is the one that ran, byte for byte, while the toolkit's
   commit is the same.
-- ``manifest.json``: the toolkit's, slime's and Megatron-LM's commits, content hashes of the data
-  files and of the model's config and tokenizer files, the seeds slime is given and the agent.
-  A re-render compares it with what it finds now and names every difference.
+- ``manifest.json``: the toolkit's, slime's and Megatron-LM's commits, the slime stack this node
+  has (slime, SGLang, and the flags train.sh chooses for them: :mod:`..scripts.stack`), content
+  hashes of the data files and of the model's config and tokenizer files, the seeds slime is
+  given and the agent. A re-render compares it with what it finds now and names every difference.
 
 Only the standard library: this runs in bin/train before anything else is installed.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shlex
 import subprocess
 from collections.abc import Mapping
@@ -25,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..scripts.stack import read_stack
 from ..settings.errors import ConfigError
 from ..settings.validate import Config
 
@@ -42,6 +46,8 @@ MODEL_FILES = (
     "tokenizer.model",
     "chat_template.jinja",
 )
+#: a commit or a content hash (what :func:`_short` cuts)
+_HASH = re.compile(r"[0-9a-f]{40,}")
 #: slime's seed flags and the defaults slime uses when they are not given (arguments.py)
 SEED_FLAGS = {"--seed": "1234", "--rollout-seed": "42"}
 
@@ -139,12 +145,30 @@ def _seeds(slime_argv: list[str]) -> dict[str, str]:
     return seeds
 
 
-def build_manifest(config: Config, repo: Path, slime_argv: list[str]) -> dict[str, Any]:
+def slime_stack(config: Config, repo: Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The slime stack as train.sh will find it on this node: slime's commit (or version), the
+    SGLang version of python3 and the flags chosen for them (``flags``, as train.sh adds them);
+    ``error`` instead when it cannot be read here (train.sh then stops before anything starts).
+
+    :param config: the resolved configuration (SLIME_DIR).
+    :param repo: the toolkit's checkout (templates/lib/slime.sh).
+    :param environ: the environment train.sh will have (default: this process's).
+    """
+    found = read_stack(repo, str(config["SLIME_DIR"]), os.environ if environ is None else environ)
+    if found.error:
+        return {"error": found.error}
+    return {"slime": found.slime, "sglang": found.sglang, "flags": shlex.join(found.args)}
+
+
+def build_manifest(
+    config: Config, repo: Path, slime_argv: list[str], environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Everything besides the settings that decides what a run does, as found now.
 
     :param config: the resolved configuration.
     :param repo: the toolkit's checkout.
     :param slime_argv: slime's whole command line (the seeds are read from it).
+    :param environ: the environment train.sh will have (default: this process's).
     """
     model_dir = Path(str(config["MODEL_DIR"]))
     data = {key: _sha256(Path(str(config[key]))) for key in ("DATA_PATH", "VAL_DATA_PATH") if config[key]}
@@ -152,6 +176,7 @@ def build_manifest(config: Config, repo: Path, slime_argv: list[str]) -> dict[st
         "toolkit_commit": _git_commit(repo),
         "slime_commit": _git_commit(config["SLIME_DIR"]),
         "megatron_commit": _git_commit(config["MEGATRON_DIR"]),
+        "slime_stack": slime_stack(config, repo, environ),
         "data_sha256": data,
         "model_sha256": {
             name: _sha256(model_dir / name) for name in MODEL_FILES if (model_dir / name).is_file()
@@ -200,9 +225,9 @@ def _short(value: Any) -> str:
     if value is None:
         return "none"
     text = str(value)
-    if len(text) < 40:
-        return text
     head, plus, rest = text.partition("+")
+    if not _HASH.fullmatch(head):  # text such as the stack's flags or an agent ARN stays whole
+        return text
     return head[:12] + plus + rest
 
 

@@ -39,8 +39,10 @@ def _env(tmp_path: Path, **extra: str) -> Path:
     return path
 
 
-def _train(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def _train(tmp_path: Path, *argv: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TOOLKIT_RUNS_DIR": str(tmp_path / "runs")}
+    if pythonpath:  # where the python3 of the rendered script finds sglang
+        env["PYTHONPATH"] = pythonpath
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     return subprocess.run(
         [str(REPO / "bin/train"), *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
@@ -227,3 +229,38 @@ def test_a_model_type_in_the_wrong_case_gets_did_you_mean(tmp_path: Path) -> Non
         "qwen2.5-3b.sh does not exist (expected a slime model script; did you mean MODEL_TYPE=qwen2.5-3B?)"
         in (out.stderr)
     )
+
+
+def test_the_manifest_records_the_slime_stack_train_sh_will_choose(tmp_path: Path) -> None:
+    """The stack as train.sh's own code finds it (templates/lib/slime.sh) on a node described from
+    each recorded stack; a re-render after the node moved to another stack names the change."""
+    from test_slime_stacks import describe_node, read_stack
+
+    pinned = describe_node(read_stack("fa3c990"), tmp_path / "pinned")
+    newer = describe_node(read_stack("v0.3.1"), tmp_path / "newer")
+    env_file = _env(tmp_path, SLIME_DIR=str(pinned[0]))
+    done = _train(tmp_path, "--render-only", str(env_file), pythonpath=str(pinned[1]))
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "runs/again"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["slime_stack"] == {
+        "slime": "version unknown (not a git checkout)",
+        "sglang": "0.5.13",
+        "flags": "--megatron-to-hf-mode bridge --sglang-cuda-graph-max-bs 32",
+    }
+    # the experiment rendered again on a v0.3.1 node: every difference is named, whole
+    env_file.write_text(env_file.read_text().replace(str(pinned[0]), str(newer[0])))
+    again = _train(tmp_path, "--render-only", str(env_file), pythonpath=str(newer[1]))
+    assert again.returncode == 0, again.stderr
+    assert "slime_stack.sglang: 0.5.13 -> 0.5.15.post1" in again.stderr
+    assert ("slime_stack.flags: --megatron-to-hf-mode bridge --sglang-cuda-graph-max-bs 32 -> "
+            "--sglang-cuda-graph-max-bs-decode 32") in again.stderr
+
+
+def test_the_manifest_says_why_the_stack_cannot_be_read(tmp_path: Path) -> None:
+    env_file = _env(tmp_path, SLIME_DIR=str(tmp_path / "no-slime"))
+    assert _train(tmp_path, "--render-only", str(env_file)).returncode == 0
+    manifest = json.loads((tmp_path / "runs/again/manifest.json").read_text())
+    assert manifest["slime_stack"] == {
+        "error": f"no {tmp_path}/no-slime/slime/utils/arguments.py (SLIME_DIR must be a slime checkout)"
+    }
