@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..preflight.context import Context
 from ..preflight.report import Result, failed, passed, warned
+from ..settings.config import gateway_pool_size
 
 _PROBE = Path(__file__).with_name("_renderer_probe.py")
 #: (env-file key if the schema has one, Ray's default, check name, what it is)
@@ -81,11 +82,16 @@ def port_in_use(port: int) -> bool:
 
 
 def check_ports(ctx: Context) -> list[Result]:
-    """The gateway port and Ray's ports are free.
+    """The gateway's ports (GATEWAY_PORT + i for each of its processes) and Ray's ports are free.
 
     :param ctx: the check context.
     """
-    wanted = [("GATEWAY_PORT", int(str(ctx.value("GATEWAY_PORT"))), "gateway", "gateway")]
+    first = int(str(ctx.value("GATEWAY_PORT")))
+    setting, concurrent = (int(str(ctx.value(key) or 0)) for key in ("GATEWAY_PROCESSES", "MAX_CONCURRENT"))
+    wanted = [("GATEWAY_PORT", first, "gateway", "gateway")]
+    if first:  # process i of the gateway listens on GATEWAY_PORT + i
+        more = range(1, gateway_pool_size(setting, concurrent))
+        wanted += [("GATEWAY_PORT", first + i, f"gateway-{i}", f"gateway process {i}") for i in more]
     for key, default, slug, what in RAY_PORTS:
         value = ctx.value(key)  # None when the schema has no such key: Ray's default
         wanted.append((key, int(str(value)) if value is not None else default, slug, what))

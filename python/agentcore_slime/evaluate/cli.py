@@ -157,9 +157,10 @@ def start_gateway(config: ToolkitConfig, args: argparse.Namespace) -> Any:
     Unlike training (which binds next to slime's router), an unset ``gateway_host`` serves on
     every interface and advertises an address agents on other hosts (ACR) can reach.
     """
-    from agentcore_slime.gateway import GatewayConfig, GatewayProcess
+    from agentcore_slime.gateway import GatewayConfig
+    from agentcore_slime.gateway.pool import GatewayPool, gateway_pool_size
 
-    gateway = GatewayProcess(
+    gateway = GatewayPool(
         GatewayConfig(
             model_dir=args.model_dir,
             model_id=config.model_id,
@@ -171,7 +172,8 @@ def start_gateway(config: ToolkitConfig, args: argparse.Namespace) -> Any:
             port=config.gateway_port,
             log_level=config.gateway_log_level,
             context_length=args.context_length,
-        )
+        ),
+        gateway_pool_size(config.gateway_processes, config.max_concurrent),
     )
     gateway.start(args.engine_url)
     return gateway

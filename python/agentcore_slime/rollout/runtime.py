@@ -2,8 +2,9 @@
 
 Everything that lives across calls (config, gateway, boto3 clients, thread pool, event loop,
 eval dataset cache) is kept in one :class:`Runtime`, created lazily at the first call by the
-module's only state holder (:data:`_STATE`). The gateway runs in a child process
-(:class:`~agentcore_slime.gateway.GatewayProcess`); if it dies, the episodes of its sessions
+module's only state holder (:data:`_STATE`). The gateway runs in child processes
+(:class:`~agentcore_slime.gateway.pool.GatewayPool` of ``GATEWAY_PROCESSES``
+:class:`~agentcore_slime.gateway.GatewayProcess`); if one dies, the episodes of its sessions
 fail with ``gateway_error`` and the next step starts a new one. Tests swap the gateway factory
 (``_STATE.gateway_factory``) for a stand-in with the same session methods.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from agentcore_slime.gateway import GatewayConfig
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 class GatewayLike(Protocol):
@@ -117,10 +120,13 @@ def default_gateway_factory(config: ToolkitConfig, args: Any) -> GatewayLike:
     """
     settings = gateway_config(config, args)
     engine_url = _engine_url(args)
-    from agentcore_slime.gateway import GatewayProcess
+    from agentcore_slime.gateway.pool import GatewayPool, gateway_pool_size
 
-    gateway = GatewayProcess(settings)
+    processes = gateway_pool_size(config.gateway_processes, config.max_concurrent)
+    gateway = GatewayPool(settings, processes)
     gateway.start(engine_url)
+    if processes > 1:
+        logger.info("gateway: %d processes at %s", processes, ", ".join(gateway.urls))
     return gateway
 
 

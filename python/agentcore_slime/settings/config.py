@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import math
 import os
 import re
 from collections.abc import Callable
@@ -78,6 +79,25 @@ ARN_RE = re.compile(
 )
 
 
+#: concurrent episodes one process serves before auto sizing adds another
+SESSIONS_PER_PROCESS = 128
+#: cores left to the rollout, the engines' CPU side and the agents per gateway process (auto sizing)
+CORES_PER_PROCESS = 8
+#: the most processes auto sizing starts
+MAX_AUTO_PROCESSES = 8
+
+
+def gateway_pool_size(setting: int, max_concurrent: int, cpus: int | None = None) -> int:
+    """How many gateway processes to start: ``setting`` when > 0; 0 = auto, one process per
+    :data:`SESSIONS_PER_PROCESS` concurrent episodes, at most one per :data:`CORES_PER_PROCESS`
+    cores of this node and :data:`MAX_AUTO_PROCESSES`, at least 1 (a 2-core machine gets 1)."""
+    if setting > 0:
+        return setting
+    cores = cpus if cpus is not None else (os.cpu_count() or 1)
+    wanted = math.ceil(max(max_concurrent, 1) / SESSIONS_PER_PROCESS)
+    return max(1, min(wanted, cores // CORES_PER_PROCESS, MAX_AUTO_PROCESSES))
+
+
 @dataclass(frozen=True)
 class ToolkitConfig:
     """Validated rollout settings: one field per toolkit.yaml key (see the schema for each).
@@ -92,7 +112,9 @@ class ToolkitConfig:
     :param max_concurrent: episodes in flight at once, across all groups.
     :param max_pool_connections: boto3 connection pool size (and worker threads).
     :param gateway_host: address agents use to reach the gateway (None = slime's router ip).
-    :param gateway_port: port of the trace-capturing gateway (0 = any free port).
+    :param gateway_port: port of the trace-capturing gateway (0 = any free port; process i of a
+        pool listens on ``gateway_port + i``).
+    :param gateway_processes: gateway processes (0 = auto, see :func:`gateway_pool_size`).
     :param reward_postprocessing: ``grpo`` or ``identity`` (see rewards.py).
     :param sglang_tool_call_parser: tool-call parser the gateway uses (None = off).
     :param sglang_reasoning_parser: reasoning parser the gateway uses (None = off).
@@ -150,6 +172,7 @@ class ToolkitConfig:
     budget_usd: float | None = None
     max_calls_per_episode: int | None = None
     max_tokens_per_episode: int | None = None
+    gateway_processes: int = 0
     source: str = "toolkit.yaml"
 
     @property

@@ -281,11 +281,21 @@ KEYS: tuple[Key, ...] = (
         "GATEWAY_PORT",
         Kind.INT,
         "9090",
-        "gateway port (0 = any free port)",
+        "gateway port (0 = any free port); process i of GATEWAY_PROCESSES listens on GATEWAY_PORT + i",
         minimum=0,
         maximum=65535,
         rollout=True,
         gateway="port",
+    ),
+    Key(
+        "GATEWAY_PROCESSES",
+        Kind.INT,
+        "0",
+        "gateway processes, each serving its own sessions on a core (0 = auto: one per 128 "
+        "MAX_CONCURRENT, at most one per 8 cores, at most 8)",
+        minimum=0,
+        maximum=64,
+        rollout=True,
     ),
     Key(
         "REWARD_POSTPROCESSING",
@@ -345,8 +355,9 @@ KEYS: tuple[Key, ...] = (
     Key(
         "CUMULATIVE_TOKEN_MODE",
         Kind.BOOL,
-        "false",
-        "gateway keeps one growing token sequence per session",
+        "true",
+        "gateway extends one token sequence per conversation while the messages extend the "
+        "previous call's (false: re-render every call, the old default)",
         rollout=True,
         gateway="cumulative_token_mode",
     ),
