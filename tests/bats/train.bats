@@ -323,7 +323,7 @@ refute_line_in_job() {
 }
 
 @test "toolkit.yaml carries the ACR pointers and typed values; env records every resolved value" {
-  run -0 --separate-stderr "$TRAIN" --render-only --set MAX_CONCURRENT=12 "$WORK/exp.env"
+  run -0 --separate-stderr "$TRAIN" --render-only --set MAX_CONCURRENT=12 --set CUMULATIVE_TOKEN_MODE=false "$WORK/exp.env"
   assert_output "bash $RUN_DIR/train.sh"
   run python3 -c 'import sys, yaml, json; print(json.dumps(yaml.safe_load(open(sys.argv[1])), sort_keys=True))' \
     "$RUN_DIR/toolkit.yaml"

@@ -31,6 +31,7 @@ from typing import Any
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.settings.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
 
+from . import trace as fork
 from .tool_calls import FORMATS as TOOL_CALL_FORMATS
 from .tool_calls import parse_tool_calls
 from .wire import new_id
@@ -217,6 +218,58 @@ def same_reply(echoed: dict[str, Any], returned: dict[str, Any]) -> bool:
         return (msg.get("content") or "").split()
 
     return calls(echoed) == calls(returned) and words(echoed) == words(returned)
+
+
+def _last_assistant(messages: list[dict[str, Any]]) -> int:
+    return max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+
+
+def _without_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k != "reasoning_content"}
+
+
+def fork_reason(messages: list[dict[str, Any]], key: str, chain: ChainState, *, repeat: bool) -> str:
+    """Name why a call's prompt does not start with the previous call's prompt + completion.
+
+    :param messages: the call's normalized messages.
+    :param key: :func:`tools_key` of its tools.
+    :param chain: the previous call.
+    :param repeat: the call sends the previous call's messages and tools again.
+    :returns: one of :data:`.trace.FORK_REASONS`.
+    """
+    if repeat:
+        return fork.REPEAT
+    if key != chain.tools_key:
+        return fork.TOOLS_CHANGED
+    old = chain.messages
+    k = _last_assistant(messages)
+    replied = k >= 0 and same_reply(messages[k], chain.response)
+    if k < 0 or (old and messages[0] != old[0] and not replied):
+        return fork.SUB_AGENT  # not this conversation's continuation: another one on the session
+    head = messages[:k]
+    if not replied:
+        if head == old:
+            return fork.REPLY_REWRITTEN
+        return fork.CONTEXT_COMPACTED if len(head) < len(old) else fork.HISTORY_REWRITTEN
+    if head == old:
+        # the messages extend the previous call's, its tokens came out otherwise: a reply with
+        # reasoning lost it (the agent or the template dropped it), else the text re-tokenized
+        return fork.REASONING_DROPPED if chain.response.get("reasoning_content") else fork.RETOKENIZED
+    if len(head) < len(old):
+        return fork.CONTEXT_COMPACTED
+    if len(head) > len(old):
+        return fork.HISTORY_REWRITTEN
+    first = next(i for i, (a, b) in enumerate(zip(head, old, strict=True)) if a != b)
+    if old[first]["role"] == "tool":
+        return fork.TOOL_RESULT_CHANGED
+    if _without_reasoning(head[first]) == _without_reasoning(old[first]):
+        return fork.REASONING_DROPPED
+    return fork.HISTORY_REWRITTEN
+
+
+def extends(ids: array[int], chain: ChainState) -> bool:
+    """Whether prompt ``ids`` start with the previous call's prompt + completion (C-level compare)."""
+    return len(ids) >= chain.end and ids[: chain.end] == chain.sequence
 
 
 # --------------------------------------------------------------------------- renderer
@@ -653,7 +706,7 @@ class PromptBuilder:
     def _bridge(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, chain: ChainState
     ) -> tuple[array[int] | None, str]:
-        k = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+        k = _last_assistant(messages)
         if k < 0:
             return None, "no assistant message in the history"
         if tools_key(tools) != chain.tools_key:

@@ -58,6 +58,8 @@ from .rendering import (
     PromptBuilder,
     RenderError,
     choose_renderer,
+    extends,
+    fork_reason,
     generation_stop_ids,
     load_tokenizer,
     normalize_messages,
@@ -126,7 +128,9 @@ class _Call:
     large: bool = False  # built in the large lane
     repeat: bool = False  # the same messages and tools as the last recorded call
     prompt: Prompt | None = None
-    chain_break: str = ""  # why a cumulative-mode call could not be bridged
+    chain_break: str = ""  # why a cumulative-mode call could not be bridged (logged with a fork)
+    joined: str = "start"  # how it joins the episode (CallTrace.joined)
+    fork: str = ""  # why it starts a new sample (CallTrace.chain_break)
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -926,6 +930,7 @@ class Gateway:
         if call.prompt is None:
             call.prompt = await self._build_off_loop(deadline, large, self._render_call, call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
+        self._join(session, call)
         return call
 
     def _prepare_all(self, raw: bytes, session: _Session, protocol: Protocol, deadline: float) -> _Call:
@@ -933,9 +938,28 @@ class Gateway:
         if call.prompt is None:
             call.prompt = self._render_call(call)
         call.params = self._sampling(session, call.request, len(call.prompt.ids))
+        self._join(session, call)
         return call
 
     def _parse_call(self, raw: bytes, session: _Session, protocol: Protocol, deadline: float) -> _Call:
+    @staticmethod
+    def _join(session: _Session, call: _Call) -> None:
+        """How the call joins the episode: its prompt against the last recorded call's prompt +
+        completion (what the merge compares it with), and why it forks when it does not extend them."""
+        chain, prompt = session.chain, call.prompt
+        assert prompt is not None
+        if chain is None:
+            call.joined = "start"
+        elif call.repeat:  # built from the call before the last one: never extends the last
+            call.joined, call.fork = "forked", fork_reason(call.messages, call.tools_key, chain, repeat=True)
+        elif prompt.token_mode == "bridged":
+            call.joined = "extended"
+        elif extends(prompt.ids, chain):
+            call.joined = "rerendered"
+        else:
+            call.joined = "forked"
+            call.fork = fork_reason(call.messages, call.tools_key, chain, repeat=False)
+
         """The request, its messages normalized, and the prompt when a bridge builds it.
 
         :raises BadRequest: ``context_length_exceeded`` when the messages' text alone is more
@@ -1035,7 +1059,8 @@ class Gateway:
             session_id=session.sid,
             engine_finish=dict(result.meta.get("finish_reason") or result.finish),  # as the engine said
             sampling_params=call.params,
-            chain_break=call.prompt.chain_break,
+            chain_break=call.fork,
+            joined=call.joined,  # type: ignore[arg-type]
             latency_ms=(time.perf_counter() - call.started) * 1000,
             weight_version=result.meta.get("weight_version"),
             tool_call_errors=errors,
@@ -1157,7 +1182,8 @@ class Gateway:
         held = _held_raw(session.body_bytes, len(call.prompt.ids))
         session.last_raw = call.request.messages if held else []
         if trace.chain_break:
-            logger.info("session %s: cumulative chain broken (%s)", short_id(session.sid), trace.chain_break)
+            why = f"; not bridged: {call.chain_break}" if call.chain_break else ""
+            logger.info("session %s: a new sample starts (%s%s)", short_id(session.sid), trace.chain_break, why)
 
         def undo() -> None:
             logger.info("session %s: reply not delivered, call not recorded", short_id(session.sid))

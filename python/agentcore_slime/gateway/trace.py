@@ -12,6 +12,32 @@ from typing import Any, Literal
 
 FinishReason = Literal["stop", "length", "abort"]
 TokenMode = Literal["bridged", "rendered"]
+#: how a call joined its episode: the session's first call (``start``), its prompt built by
+#: extending the previous call's prompt + completion (``extended``), rendered in full and
+#: found to start with them (``rerendered``: same sample), or not (``forked``: a new sample)
+Joined = Literal["start", "extended", "rerendered", "forked", ""]
+
+# Why a call forked (``CallTrace.chain_break``): a small vocabulary, so a step counts them by cause.
+REASONING_DROPPED = "reasoning dropped"  # the old turn's reasoning is not in the re-rendered history
+RETOKENIZED = "re-tokenized"  # the same messages render to other tokens than the model sampled
+REPLY_REWRITTEN = "reply rewritten"  # the agent echoed another text than the model's last reply
+HISTORY_REWRITTEN = "history rewritten"  # an earlier message was edited
+TOOL_RESULT_CHANGED = "tool result changed"  # an earlier tool result was edited
+CONTEXT_COMPACTED = "context compacted"  # earlier messages were dropped or summarized
+SUB_AGENT = "sub-agent"  # another conversation on the same session
+TOOLS_CHANGED = "tools changed"  # the request's tool list changed
+REPEAT = "repeat"  # the previous call's messages again (a second sample, a retry without a key)
+FORK_REASONS = (
+    REASONING_DROPPED,
+    RETOKENIZED,
+    REPLY_REWRITTEN,
+    HISTORY_REWRITTEN,
+    TOOL_RESULT_CHANGED,
+    CONTEXT_COMPACTED,
+    SUB_AGENT,
+    TOOLS_CHANGED,
+    REPEAT,
+)
 
 
 @dataclass(frozen=True)
@@ -34,8 +60,8 @@ class CallTrace:
     :param engine_finish: the engine's raw finish_reason object (``{"type", "matched"|"length"}``);
         SGLang 0.5.13 may say ``length`` where ``finish_reason`` is the settled ``stop``.
     :param sampling_params: the sampling params sent to the engine.
-    :param chain_break: in cumulative mode, why this call was rendered in full instead of
-        bridged ("" when bridged or when there was nothing to bridge from).
+    :param chain_break: why this call forked, one of :data:`FORK_REASONS` ("" unless
+        ``joined`` is ``forked``), in either token mode.
     :param latency_ms: wall time of the call inside the gateway.
     :param weight_version: the engine's ``meta_info.weight_version``, when it reports one.
     :param tool_call_errors: one short reason per tool call in the completion that the
@@ -59,6 +85,7 @@ class CallTrace:
     latency_ms: float = 0.0
     weight_version: str | None = None
     tool_call_errors: list[str] = field(default_factory=list)
+    joined: Joined = ""
     engine_attempts: int = 1
 
     def __post_init__(self) -> None:

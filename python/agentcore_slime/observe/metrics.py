@@ -16,6 +16,32 @@ from typing import Any
 from agentcore_slime.observe.figures import eval_figures
 from agentcore_slime.observe.records import EpisodeRecord
 
+#: forks per successful episode from which the progress line warns (once per run)
+FORK_WARNING_PER_EPISODE = 0.25
+_AGENT_SIDE = "no setting changes it: the agent's own history handling (each time, a new sample)"
+#: fork reason (gateway/trace.py) -> (its likely cause, what fixes it)
+FORK_HINTS: dict[str, tuple[str, str]] = {
+    "reasoning dropped": (
+        "the history the agent sends back lacks the model's reasoning, and the call was re-rendered",
+        "unset CUMULATIVE_TOKEN_MODE=false (the default, true, extends the sampled tokens); "
+        "with RENDERER_FAMILY=qwen3 the renderer re-renders at each user turn: RENDERER_FAMILY=default bridges them",
+    ),
+    "re-tokenized": (
+        "the chat template renders the model's reply to other tokens than it sampled",
+        "unset CUMULATIVE_TOKEN_MODE=false (the default, true, extends the sampled tokens)",
+    ),
+    "reply rewritten": ("the agent edits the model's reply before sending it back (not trained)", _AGENT_SIDE),
+    "history rewritten": ("the agent edits earlier messages of its history", _AGENT_SIDE),
+    "tool result changed": ("the agent changes earlier tool results", _AGENT_SIDE),
+    "context compacted": ("the agent drops or summarizes earlier messages", _AGENT_SIDE),
+    "sub-agent": ("the agent runs another conversation (a sub-agent) on the same session", _AGENT_SIDE),
+    "tools changed": ("the agent changes its tool list between calls", _AGENT_SIDE),
+    "repeat": (
+        "the agent sends the same messages twice (retries without an Idempotency-Key, several samples)",
+        _AGENT_SIDE,
+    ),
+}
+
 
 def percentile(values: list[float], q: float) -> float | None:
     """The ``q``-th percentile (0-100) by linear interpolation; None for no values.
@@ -84,6 +110,8 @@ def step_metrics(
     :param dataset: the eval dataset's name ("" for training).
     """
     failed = [r for r in records if not r.ok]
+    ok = [r for r in records if r.ok]
+    forks = Counter(call.chain_break for r in ok for call in r.calls if call.chain_break)
     rewards = [r.reward for r in records if r.reward is not None]
     calls = [call for r in records for call in r.calls]
     seconds = [r.seconds for r in records]
@@ -123,8 +151,40 @@ def step_metrics(
             "tool_call_errors": sum(1 for call in calls if call.tool_call_errors),
         },
         "chain_breaks": dict(Counter(call.chain_break for call in calls if call.chain_break)),
+        # over the successful episodes: how many samples each became, and why they split
+        "samples_per_episode": sum(r.samples for r in ok) / len(ok) if ok else None,
+        "forks_per_episode": {
+            "total": sum(forks.values()) / len(ok) if ok else None,
+            "by_reason": {reason: count / len(ok) for reason, count in sorted(forks.items())},
+        },
         "session_seconds": sum(seconds),
     }
+
+
+def fork_warning(metrics: dict[str, Any]) -> str | None:
+    """What the progress line says once when a step's episodes fork too often (None: they do not).
+
+    :param metrics: a :func:`step_metrics` result.
+    """
+    forks = metrics.get("forks_per_episode")
+    if not isinstance(forks, dict) or not isinstance(forks.get("total"), (int, float)):
+        return None
+    if forks["total"] < FORK_WARNING_PER_EPISODE or not forks.get("by_reason"):
+        return None
+    reason = max(sorted(forks["by_reason"]), key=lambda name: forks["by_reason"][name])
+    cause, fix = FORK_HINTS.get(reason, ("unknown", _AGENT_SIDE))
+    return (
+        f"WARNING {forks['total']:.2f} forks per episode split episodes into separate samples; "
+        f"most are {reason!r}: {cause}; fix: {fix}"
+    )
+
+
+def _forks(metrics: dict[str, Any]) -> str | None:
+    forks = metrics.get("forks_per_episode")
+    if not isinstance(forks, dict) or not forks.get("by_reason"):
+        return None
+    reasons = ", ".join(f"{k} {v:.2f}" for k, v in sorted(forks["by_reason"].items()))
+    return f"samples/episode {metrics['samples_per_episode']:.2f}, forks/episode {forks['total']:.2f} ({reasons})"
 
 
 def failure_reason_key(reason: str) -> str:
@@ -178,6 +238,9 @@ def progress_line(metrics: dict[str, Any], num_rollout: int | None, elapsed: flo
     unread = metrics.get("gateway", {}).get("tool_call_errors")
     if unread:
         parts.append(f"unreadable tool calls in {unread} turns")
+    forked = _forks(metrics)
+    if forked:
+        parts.append(forked)
     parts.append(f"step {metrics['step_seconds']:.1f}s")
     cost = metrics.get("cost")
     if isinstance(cost, dict) and isinstance(cost.get("run"), dict):

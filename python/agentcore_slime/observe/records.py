@@ -25,12 +25,15 @@ class CallRecord:
     :param messages: the request messages the agent sent.
     :param response_message: the assistant message the gateway returned.
     :param token_mode: ``bridged`` (prompt extended the previous call) or ``rendered``.
-    :param chain_break: why a cumulative-mode call was rendered in full ("" when it was not).
+    :param chain_break: why the call started a new sample ("" when it did not; gateway/trace.py
+        names the reasons).
     :param prompt_tokens: prompt length in tokens.
     :param completion_tokens: sampled tokens.
     :param finish_reason: ``stop``, ``length`` or ``abort``.
     :param latency_ms: wall time of the call inside the gateway.
     :param tool_call_errors: the tool calls in its text the gateway could not read (their reasons).
+    :param joined: how it joined the episode: ``start``, ``extended``, ``rerendered`` (same
+        sample) or ``forked`` (a new sample); "" in records made before it was recorded.
     """
 
     messages: list[dict[str, Any]]
@@ -42,6 +45,7 @@ class CallRecord:
     finish_reason: str
     latency_ms: float
     tool_call_errors: list[str] = field(default_factory=list)
+    joined: str = ""
 
     @classmethod
     def from_trace(cls, trace: Any) -> CallRecord:
@@ -59,6 +63,7 @@ class CallRecord:
             finish_reason=str(trace.finish_reason),
             latency_ms=float(trace.latency_ms),
             tool_call_errors=list(trace.tool_call_errors),
+            joined=str(getattr(trace, "joined", "")),
         )
 
 

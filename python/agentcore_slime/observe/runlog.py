@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentcore_slime.observe.metrics import progress_line, step_metrics
+from agentcore_slime.observe.metrics import fork_warning, progress_line, step_metrics
 from agentcore_slime.observe.records import EpisodeRecord, select_for_browser
 from agentcore_slime.rundir import PRIVATE_FILE_MODE, private_dir, write_atomic
 
@@ -124,6 +124,7 @@ class RunLog:
         self.num_rollout = num_rollout
         self._train_seconds = 0.0
         self._train_steps = 0
+        self._fork_warned = False  # the fork warning shows once per run (per process)
 
     def step(
         self,
@@ -162,6 +163,10 @@ class RunLog:
             except OSError as exc:
                 logger.warning("could not record step %d in %s: %s", step, self.run_dir, exc)
         line = progress_line(metrics, self.num_rollout, self._train_seconds, self._train_steps)
+        warning = None if self._fork_warned or kind != "train" else fork_warning(metrics)
+        if warning is not None:
+            self._fork_warned = True
+            line += f" | {warning}"
         # stderr, not the logger: slime's job log and the terminal show it whatever the log config
         print(f"[agentcore] {line}", file=sys.stderr, flush=True)
         return metrics

@@ -7,15 +7,20 @@ the engine's logprobs) separated by the *bridge* tokens the next call added (too
 results, the next user turn, template glue: loss 0, logprob 0). Where a call's prompt
 does not extend the running sequence, a new segment (a new Sample) starts.
 
-Cost is linear in the episode's tokens for calls the gateway marks ``bridged`` (the
-gateway built that prompt by extending the previous call's prompt + completion, so
-only the previous completion's positions are compared, plus a constant number of spot
-checks of the older prefix). Calls marked ``rendered`` were re-rendered from messages
-and are compared over the whole previous prompt, because a re-render can change tokens
-anywhere (a date in the system prompt, reasoning stripped from old turns); that is one
-C-level list compare per call. A segment's lists are then built once at their final
-size: its tokens are its last call's prompt + completion, and each call's completion
-sits at its own prompt's end.
+The gateway says how each call joined (``CallTrace.joined``): ``forked`` starts a segment
+without a compare; ``extended`` (bridged) and ``rerendered`` (rendered in full, and the
+gateway compared it with the previous prompt + completion) are checked over the previous
+completion's positions plus a constant number of spot checks of the older prefix, so the
+cost is linear in the episode's tokens. A trace without a verdict (recorded before there
+was one) is compared over the whole previous prompt when rendered: one C-level list compare
+per call, quadratic in turns. A segment's lists are then built once at their final size: its
+tokens are its last call's prompt + completion, and each call's completion sits at its own
+prompt's end.
+
+A rewritten reply (the next call forked with ``reply rewritten``: the agent put another text
+in its history than the model sampled) is *abandoned*: its tokens stay in its segment with
+loss mask 0 and log prob 0, so nothing trains on a generation the episode's reward never saw;
+a segment left with no sampled token is dropped (a two-call episode is then one Sample).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentcore_slime.gateway.trace import CallTrace
+from agentcore_slime.gateway.trace import REPLY_REWRITTEN, CallTrace
 from agentcore_slime.rollout.samples import KIND_EPISODE, ShimRecord, carry_source, with_record
 
 # Number of spot checks of the older prefix for bridged calls (constant cost per call).
@@ -43,6 +48,7 @@ class Segment:
     :param calls: indices (in the episode's trace list) of the calls in this segment.
     :param texts: the assistant texts of the calls, for ``Sample.response``.
     :param sampled_tokens: number of sampled (loss 1) response ids.
+    :param abandoned: calls of the segment whose reply the agent rewrote (their ids: loss 0).
     """
 
     tokens: list[int]
@@ -53,6 +59,7 @@ class Segment:
     calls: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     sampled_tokens: int = 0
+    abandoned: list[int] = field(default_factory=list)
 
     @property
     def response_length(self) -> int:
@@ -70,10 +77,12 @@ def _extends(previous: CallTrace, trace: CallTrace) -> bool:
         previous.prompt_token_ids,
         previous.completion_token_ids,
     )
+    if trace.joined in ("forked", "start"):
+        return False
     start, end = len(before), len(before) + len(completion)
     if len(prompt) < end or prompt[start:end] != completion:
         return False
-    if trace.token_mode != "bridged":
+    if trace.token_mode != "bridged" and trace.joined != "rerendered":
         return prompt[:start] == before
     if start == 0:
         return True
@@ -105,18 +114,23 @@ def _build(traces: Sequence[CallTrace], calls: list[int]) -> Segment:
     logprobs = [0.0] * response_length
     texts = []
     sampled = 0
+    abandoned = []
     for index in calls:
         trace = traces[index]
+        content = trace.response_message.get("content") if trace.response_message else None
+        if isinstance(content, str):
+            texts.append(content)
+        following = traces[index + 1] if index + 1 < len(traces) else None
+        if following is not None and following.chain_break == REPLY_REWRITTEN:
+            abandoned.append(index)  # the episode went on with another text: not trained
+            continue
         offset = len(trace.prompt_token_ids) - prompt_length
         size = len(trace.completion_token_ids)
         sampled += size
         loss_mask[offset : offset + size] = [1] * size
         logprobs[offset : offset + size] = trace.logprobs
-        content = trace.response_message.get("content") if trace.response_message else None
-        if isinstance(content, str):
-            texts.append(content)
     return Segment(
-        tokens, prompt_length, loss_mask, logprobs, last.finish_reason, list(calls), texts, sampled
+        tokens, prompt_length, loss_mask, logprobs, last.finish_reason, list(calls), texts, sampled, abandoned
     )
 
 

@@ -76,6 +76,34 @@ CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
 
+# A Qwen3-style template, written for this project: as Qwen3's own chat template does, an
+# assistant turn keeps its reasoning (``<think>`` block) only after the last user message; older
+# turns are rendered without it (a ``<think>`` block left in their content is cut off). No
+# ``enable_thinking`` switch, so family inference keeps the model's chat template (the gateway's
+# own bridge) for a ``qwen2`` config.
+QWEN3_STYLE_CHAT_TEMPLATE = (
+    "{%- set ns = namespace(last_query=-1) %}"
+    "{%- for message in messages %}{%- if message.role == 'user' %}"
+    "{%- set ns.last_query = loop.index0 %}{%- endif %}{%- endfor %}"
+    "{%- for message in messages %}"
+    "{%- if message.role == 'system' or message.role == 'user' %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'assistant' %}"
+    "{%- set content = message.content or '' %}"
+    "{%- if '</think>' in content %}{%- set content = content.split('</think>')[-1].lstrip('\\n') %}"
+    "{%- endif %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- if loop.index0 > ns.last_query and message.reasoning_content %}"
+    "{{- '<think>\\n' + message.reasoning_content.strip('\\n') + '\\n</think>\\n\\n' }}"
+    "{%- endif %}"
+    "{{- content + '<|im_end|>\\n' }}"
+    "{%- elif message.role == 'tool' %}"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + '\\n</tool_response><|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
 _WORDS = (
     "the a an is are was of to in and or for with on at by from what how many much "
     "calculate add sum total answer result number numbers tool tools function functions call "
@@ -113,11 +141,13 @@ def _qwen2_tokenizer_config(path: Path) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def build_toy_tokenizer(directory: Path) -> Path:
+def build_toy_tokenizer(directory: Path, chat_template: str = CHAT_TEMPLATE) -> Path:
     """Write the toy tokenizer + ``config.json`` into ``directory`` and return it.
 
     :param directory: where to write (created if missing). Loading it back with
         ``transformers.AutoTokenizer.from_pretrained(directory)`` works offline.
+    :param chat_template: the chat template it carries (:data:`QWEN3_STYLE_CHAT_TEMPLATE`: one
+        that drops old reasoning); the vocabulary is the same either way.
     :returns: ``directory``.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -141,7 +171,7 @@ def build_toy_tokenizer(directory: Path) -> Path:
         pad_token="<|endoftext|>",
         additional_special_tokens=SPECIAL_TOKENS[1:],
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.save_pretrained(str(directory))
     _qwen2_tokenizer_config(directory / "tokenizer_config.json")
     config = {

@@ -21,7 +21,7 @@ def _client(base_url: str) -> openai.OpenAI:
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_tool_call_then_answer(make_stand, tokenizer, stream: bool) -> None:
-    stand = make_stand()
+    stand = make_stand(cumulative_token_mode=False)  # every call rendered in full (not the default)
     stand.script.replies += [tool_call_text("add", {"a": 2, "b": 3}), "2 + 3 = 5."]
     base = stand.gateway.create_session(
         "s-1", {"temperature": 0.6, "top_p": 0.9, "max_new_tokens": 300}

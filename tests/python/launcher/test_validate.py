@@ -44,7 +44,7 @@ def test_defaults_are_the_seeds(tmp_path: Path) -> None:
     assert config["MAX_POOL_CONNECTIONS"] == config["MAX_CONCURRENT"] == 100
     assert config["EVAL_MAX_RESPONSE_LEN"] == config["ROLLOUT_MAX_RESPONSE_LEN"] == 1024
     assert config["SAVE_DIR"] == str(tmp_path / "runs" / "exp-1" / "checkpoints")
-    assert config["SAVE_HF"] is False and config["CUMULATIVE_TOKEN_MODE"] is False
+    assert config["SAVE_HF"] is False and config["CUMULATIVE_TOKEN_MODE"] is True  # drift-free by default
     assert config["SGLANG_TOOL_CALL_PARSER"] == "qwen" and config["SGLANG_REASONING_PARSER"] is None
 
 
