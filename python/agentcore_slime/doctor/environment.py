@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..preflight.context import Context
@@ -159,18 +160,67 @@ def pinned_slime_commit(repo: Path) -> str | None:
     return match.group(1) if match else None
 
 
-#: the slime commits the toolkit is tested with -> (name, the SGLang it runs with); what differs
-#: between them is chosen at run time (templates/lib/slime.sh, tests/slime_stacks/*.flags)
+@dataclass(frozen=True)
+class TestedStack:
+    """A slime commit the toolkit is tested with, and the stack it runs with there.
+
+    :param name: how doctor names it.
+    :param sglang: the SGLang version.
+    :param router_build: the release of slime's sgl-router fork its docker files install.
+    :param install: the installer command that installs this stack ("" when none does).
+    """
+
+    name: str
+    sglang: str
+    router_build: str
+    install: str
+
+
+#: the slime commits the toolkit is tested with; what differs between them is chosen at run time
+#: (templates/lib/slime.sh, tests/slime_stacks/*.flags). SGLang and the router build are those of
+#: slime's docker/Dockerfile at each commit (install_slime.sh installs the same for fa3c990 and
+#: v0.3.1).
 TESTED_SLIMES = {
-    "fa3c990af6f18efd3fd9922698bf4bf4048d1263": ("fa3c990 (install_slime.sh's default pin)", "0.5.13"),
-    "a6272da0d4f3d0a08520c99a2f3b4f6c887960dc": ("v0.3.1 (a6272da0d)", "0.5.15.post1"),
-    "624b824a898ab0ec1fcb4d373004c7f3852bf515": ("624b824a8 (2026-08-21)", "0.5.15.post1"),
+    "fa3c990af6f18efd3fd9922698bf4bf4048d1263": TestedStack(
+        "fa3c990 (install_slime.sh's default stack)", "0.5.13", "v0.3.2-1117d05", "install_slime.sh"
+    ),
+    "a6272da0d4f3d0a08520c99a2f3b4f6c887960dc": TestedStack(
+        "v0.3.1 (a6272da0d)", "0.5.15.post1", "v0.3.2-9daabcd", "install_slime.sh --stack v0.3.1"
+    ),
+    "624b824a898ab0ec1fcb4d373004c7f3852bf515": TestedStack(
+        "624b824a8 (2026-08-21)", "0.5.15.post1", "v0.3.2-9daabcd", ""
+    ),
 }
+_STACK_PROBE = Path(__file__).with_name("_stack_probe.py")
+_ROUTER_RELEASE = re.compile(r"/releases/download/([^/]+)/sglang_router-[^/]*\.whl$")
+#: what train.sh does about the slime stack (templates/lib/slime.sh)
+_CHOSEN = (
+    "train.sh passes the flags this slime and SGLang have (--megatron-to-hf-mode only at "
+    "fa3c990, SGLang's cuda-graph flag by its name there)"
+)
+
+
+def installed_stack(ctx: Context) -> tuple[str, str]:
+    """The job's python's SGLang version and sglang-router, each "" when not installed; the router
+    as ``0.3.2 (slime's build v0.3.2-9daabcd)`` or ``0.3.2 (no build recorded: ...)``.
+
+    :param ctx: the check context.
+    """
+    data, _ = ctx.run_job_python(_STACK_PROBE)
+    data = data or {}
+    router, url = str(data.get("router", "")), str(data.get("router_url", ""))
+    release = _ROUTER_RELEASE.search(url)
+    if router and release:
+        router = f"{router} (slime's build {release.group(1)})"
+    elif router:
+        router = f"{router} (no build recorded: not installed from a release of slime's sgl-router fork)"
+    return str(data.get("sglang", "")), router
 
 
 def check_slime_commit(ctx: Context, slime: Path) -> Result:
-    """Which slime the checkout is: one of the tested stacks (:data:`TESTED_SLIMES`) passes, with
-    the SGLang it is tested with; any other commit warns (its flags may differ).
+    """Which slime stack the node has: slime's commit, the job's SGLang and sglang-router build.
+    A tested stack (:data:`TESTED_SLIMES`) with the SGLang and router build it is tested with
+    passes; what differs warns, with how to get the tested one; any other slime commit warns.
 
     :param ctx: the check context.
     :param slime: SLIME_DIR.
@@ -193,20 +243,40 @@ def check_slime_commit(ctx: Context, slime: Path) -> Result:
         )
     if pin is not None and pin not in TESTED_SLIMES and (head.startswith(pin) or pin.startswith(head)):
         return passed(name, f"slime at {head[:12]} (the commit install_slime.sh pins)")
+    sglang, router = installed_stack(ctx)
+    found = f"SGLang {sglang or '(not installed)'}, sglang-router {router or '(not installed)'}"
     tested = next((v for k, v in TESTED_SLIMES.items() if k.startswith(head) or head.startswith(k)), None)
-    if tested is not None:
-        return passed(
+    if tested is None:
+        known = ", ".join(v.name.split(" ")[0] for v in TESTED_SLIMES.values())
+        return warned(
             name,
-            f"slime {tested[0]}: tested with SGLang {tested[1]}; train.sh passes the flags this "
-            "slime and SGLang have (--megatron-to-hf-mode only at fa3c990, SGLang's cuda-graph "
-            "flag by its name there)",
+            f"slime at {head[:12]} with {found} is not a tested stack (tested: {known}; "
+            f"install_slime.sh pins {(pin or '?')[:12]}): flags and checks may differ",
+            f"git -C {slime} checkout {(pin or '?')[:12]} (or a tested commit above), or rerun "
+            "install_slime.sh",
         )
-    known = ", ".join(v[0].split(" ")[0] for v in TESTED_SLIMES.values())
+    return _compare_with_tested(name, tested, sglang, router, found)
+
+
+def _compare_with_tested(name: str, tested: TestedStack, sglang: str, router: str, found: str) -> Result:
+    differs = []
+    if sglang != tested.sglang:
+        differs.append(f"SGLang {sglang or '(not installed)'} where it is tested with {tested.sglang}")
+    if f"slime's build {tested.router_build})" not in router:
+        differs.append(
+            f"sglang-router {router or '(not installed)'} where slime uses its build {tested.router_build}"
+        )
+    if not differs:
+        return passed(name, f"slime {tested.name}, {found}: a tested stack; {_CHOSEN}")
+    wanted = f"SGLang {tested.sglang} and sglang-router from slime's sgl-router release {tested.router_build}"
+    fix = (
+        f"rerun {tested.install} for this environment (it installs {wanted})"
+        if tested.install
+        else f"install {wanted}, as slime's docker/Dockerfile at {tested.name.split(' ')[0]} does, "
+        "or move to a stack install_slime.sh installs (--stack v0.3.1)"
+    )
     return warned(
-        name,
-        f"slime at {head[:12]} is not a tested stack (tested: {known}; install_slime.sh pins "
-        f"{(pin or '?')[:12]}): flags and checks may differ",
-        f"git -C {slime} checkout {(pin or '?')[:12]} (or a tested commit above), or rerun install_slime.sh",
+        name, f"slime {tested.name}, {found}: differs from the tested stack: {'; '.join(differs)}", fix
     )
 
 

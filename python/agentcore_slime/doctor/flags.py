@@ -3,17 +3,21 @@
 slime parses Megatron's and its own flags with ``ignore_unknown_args=True`` and SGLang's with
 ``parse_known_args``: a misspelt or removed flag is dropped silently. The accepted flags are read
 from the installed parsers themselves (``_parser_probe.py``, run by the job's python), so they
-match whatever slime, Megatron and SGLang versions are installed.
+match whatever slime, Megatron and SGLang versions are installed. The command line includes the
+flags train.sh chooses for the slime stack it finds (STACK_ARGS: ``scripts/stack.py`` asks
+templates/lib/slime.sh, as train.sh does, with the job's python as python3).
 """
 
 from __future__ import annotations
 
 import difflib
+import shlex
 from pathlib import Path
 
 from ..preflight.context import Context
 from ..preflight.model import read_model_args
 from ..preflight.report import Result, failed, passed, warned
+from ..scripts.stack import read_stack
 
 _PROBE = Path(__file__).with_name("_parser_probe.py")
 
@@ -55,7 +59,8 @@ def check_flags(ctx: Context) -> list[Result]:
         return [warned(name, f"cannot read slime's argument parsers ({why})", "fix env.imports first")]
     script = Path(str(ctx.value("SLIME_DIR"))) / "scripts" / "models" / f"{ctx.value('MODEL_TYPE')}.sh"
     model_args, _ = read_model_args(ctx, script)
-    words = ctx.command_line(model_args or [])
+    stack = read_stack(ctx.repo, str(ctx.value("SLIME_DIR")), ctx.job_environ(), ctx.job_python, "bin/doctor")
+    words = ctx.command_line(model_args or []) + stack.args
     unknown = unknown_flags(words, known)
     if unknown:
         return [
@@ -65,6 +70,14 @@ def check_flags(ctx: Context) -> list[Result]:
                 "correct or remove them in EXTRA_FLAGS, after --, or in the model script",
             )
         ]
-    return [
-        passed(name, f"all {len(flags_of(words))} flags are accepted by the installed slime/Megatron/SGLang")
-    ]
+    accepted = f"all {len(flags_of(words))} flags are accepted by the installed slime/Megatron/SGLang"
+    if stack.error:
+        return [
+            warned(
+                name,
+                f"{accepted}, but not the flags train.sh chooses for the slime stack: it cannot tell "
+                f"which stack this node has ({stack.error}), and train.sh stops on that too",
+                "make SLIME_DIR a slime checkout and install SGLang for the job's python (install_slime.sh)",
+            )
+        ]
+    return [passed(name, f"{accepted}, {shlex.join(stack.args)} (chosen for this slime stack) included")]

@@ -28,6 +28,8 @@ def install(tmp_path: Path) -> Path:
     models = root / "slime" / "scripts" / "models"
     models.mkdir(parents=True)
     (root / "slime" / "train.py").write_text("")
+    # the checkout's own parser module, which train.sh reads for the stack's flags: fa3c990's
+    shutil.copytree(JOB_SITE / "slime", root / "slime" / "slime", ignore=shutil.ignore_patterns("*.pyc"))
     for script in (FIXTURES / "models").glob("*.sh"):
         shutil.copy(script, models)
     core = root / "Megatron-LM" / "megatron" / "core"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from pathlib import Path
 
 from agentcore_slime.doctor.flags import check_flags, unknown_flags
 from agentcore_slime.preflight.report import Status
@@ -51,3 +52,35 @@ def test_the_stand_in_holds_every_flag_the_launcher_audit_knows() -> None:
     stand_in = (JOB_SITE / "slime" / "utils" / "arguments.py").read_text()
     listed = set(re.findall(r'"(--[a-z0-9-]+)"', stand_in))
     assert set(audit.KNOWN) <= listed
+
+
+def test_the_flags_train_sh_chooses_for_the_stack_are_checked(make_context: MakeContext) -> None:
+    """The fake node is fa3c990 with SGLang 0.5.13 (the job_site stand-ins): train.sh adds
+    --megatron-to-hf-mode bridge and --sglang-cuda-graph-max-bs, and the check counts them."""
+    [result] = check_flags(make_context())
+    assert result.status is Status.PASS, result.line()
+    assert result.found.endswith(
+        ", --megatron-to-hf-mode bridge --sglang-cuda-graph-max-bs 32 (chosen for this slime stack) included"
+    )
+
+
+def test_a_stack_flag_the_installed_parsers_lack_fails(make_context: MakeContext, tmp_path: Path) -> None:
+    """An SGLang whose server_args.py has the renamed cuda-graph flag, under parsers that do not
+    know it: train.sh would pass --sglang-cuda-graph-max-bs-decode, and slime would drop it."""
+    site = tmp_path / "site"
+    (site / "sglang" / "srt").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "srt" / "server_args.py").write_text('FLAGS = ["--cuda-graph-max-bs-decode"]\n')
+    (site / "sglang-0.5.15.post1.dist-info").mkdir()
+    (site / "sglang-0.5.15.post1.dist-info" / "METADATA").write_text("Name: sglang\nVersion: 0.5.15.post1\n")
+    [result] = check_flags(make_context(environ={"PYTHONPATH": f"{site}:{JOB_SITE}"}))
+    assert result.status is Status.FAIL
+    assert "--sglang-cuda-graph-max-bs-decode (did you mean --sglang-cuda-graph-max-bs?)" in result.found
+
+
+def test_a_stack_train_sh_cannot_read_warns(make_context: MakeContext, tmp_path: Path) -> None:
+    (tmp_path / "bare" / "scripts" / "models").mkdir(parents=True)
+    [result] = check_flags(make_context(SLIME_DIR=str(tmp_path / "bare")))
+    assert result.status is Status.WARN
+    reason = f"it cannot tell which stack this node has (no {tmp_path}/bare/slime/utils/arguments.py"
+    assert reason in result.found
