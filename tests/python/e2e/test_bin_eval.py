@@ -277,9 +277,12 @@ def test_bin_eval_results_are_private_and_links_at_their_paths_change_nothing(
 
 def _two_engine_run(stand: Stand, tmp_path: Path, exp_id: str, **extra_env: str) -> tuple[Any, Path, Path]:
     """bin/eval with NUM_GPUS=2 and EVAL_TP_SIZE 1, SGLANG_DATA_PARALLEL_SIZE unset: two engines
-    (every GPU it is given), no router: the gateway is given both engines' URLs."""
+    (every GPU it is given), no router: the gateway is given both engines' URLs; two gateway
+    processes."""
     env_file = _env_file(stand, exp_id)
-    env_file.write_text(env_file.read_text().replace("NUM_GPUS=1", "NUM_GPUS=2"), encoding="utf-8")
+    # and two gateway processes: bin/eval uses training's gateway pool (GATEWAY_PROCESSES)
+    text = env_file.read_text().replace("NUM_GPUS=1", "NUM_GPUS=2") + "GATEWAY_PROCESSES=2\n"
+    env_file.write_text(text, encoding="utf-8")
     requests = tmp_path / "requests.log"
     env = {
         **os.environ,
