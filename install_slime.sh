@@ -8,7 +8,7 @@
 #                               on GPUs with this toolkit (cu13 or cu12)
 #                     v0.3.1    slime v0.3.1 (a6272da0d) with SGLang 0.5.15.post1, as slime's own
 #                               docker/Dockerfile and build_conda.sh at that release build it (cu12
-#                               only, as slime builds it; the official container's slime)
+#                               only, as slime builds it)
 #   cu13 | cu12       CUDA variant (default cu13, cu12 for --stack v0.3.1): PyTorch cu130 / cu129
 #                     wheels and CUDA 13.0 / 12.9
 #   --prefix DIR      clone slime/ and Megatron-LM/ under DIR and keep install_slime.log and the
