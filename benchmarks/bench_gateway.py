@@ -4,7 +4,8 @@ Usage:
     .venv/bin/python benchmarks/bench_gateway.py [--sessions 256,1024] [--calls 8]
         [--engine-delay 2.0] [--system-tokens 8000] [--system-prompts shared|distinct]
         [--reply-tokens 200] [--long-prompt-tokens 32000] [--turns 64] [--repeats 3]
-        [--part all|latency|prompt] [--protocol chat,messages,responses,converse]
+        [--part all|latency|prompt|throughput] [--protocol chat,messages,responses,converse]
+        [--processes 1] [--throughput-processes 1,2,4]
 
 Part ``latency``: three processes, as in training: a scripted SGLang engine
 (tests/python/fakes/sglang_server.py; it answers after ``--engine-delay`` s, standing for
@@ -48,6 +49,16 @@ gateway CPU per call <= 1.2x chat's, its added p99 at 256 sessions <= chat's + 2
 Part ``prompt``: time to build the prompt ids of turn N (normalize the messages + bridge
 or full render) in cumulative mode for a tool conversation growing to ``--turns`` turns,
 with the toy Qwen2.5-like tokenizer (chat-template path). Target: turn 64 <= 3x turn 1.
+
+``--processes N``: the gateway as a pool of N processes (``GATEWAY_PROCESSES``; sessions spread
+over them), CPU and RSS summed over them.
+
+Part ``throughput``: calls per second at saturation, for each pool size in
+``--throughput-processes``: an engine stand-in that answers at once (``--engine-delay`` is not
+used), as many sessions as ``--sessions``' smallest, each making ``--calls`` tool turns back to
+back, driven by ``--clients`` load processes; figures ``throughput_calls_per_s`` and the
+gateway's CPU per call. The calls per second grow with processes only while idle cores are left
+for them: on a 2-core machine the load clients and the engine take the other core.
 
 Everything is on loopback; nothing is downloaded.
 """
@@ -256,18 +267,23 @@ class BenchGateway:
     driven through the same seam (sessions over its loopback admin routes); figures from its
     ``/admin/stats`` route."""
 
-    def __init__(self, model_dir: str, engine_url: str) -> None:
+    def __init__(self, model_dir: str, engine_url: str, processes: int = 1) -> None:
         from agentcore_slime.gateway import GatewayConfig
-        from agentcore_slime.gateway.process import GatewayProcess
+        from agentcore_slime.gateway.pool import GatewayPool
 
-        self.gateway = GatewayProcess(
-            GatewayConfig(model_dir, host="127.0.0.1", port=0, cumulative_token_mode=True)
+        self.gateway = GatewayPool(
+            GatewayConfig(model_dir, host="127.0.0.1", port=0, cumulative_token_mode=True), processes
         )
         self.gateway.start(engine_url)
         self.sessions: list[str] = []
-        pid = self.gateway.pid
-        assert pid is not None
-        self.pid = pid
+        self.pids = [member.pid for member in self.gateway.members if member.pid is not None]
+
+    def cpu(self) -> float:
+        """CPU seconds of every gateway process."""
+        return sum(cpu_seconds(pid) for pid in self.pids)
+
+    def rss(self) -> int:
+        return sum(rss_bytes(pid) for pid in self.pids)
 
     def create_sessions(self, prefix: str, n: int) -> list[str]:
         sids = [f"{prefix}-{i}" for i in range(n)]
@@ -275,11 +291,7 @@ class BenchGateway:
         return [self.gateway.create_session(sid, {"max_new_tokens": 1024}) for sid in sids]
 
     def stats(self, deep: bool = False) -> dict[str, Any]:
-        import httpx
-
-        query = "?deep=1" if deep else ""
-        headers = self.gateway.admin_headers
-        return dict(httpx.get(f"{self.gateway.url}/admin/stats{query}", headers=headers, timeout=600).json())
+        return self.gateway.stats(deep)
 
     def delete_all(self) -> None:
         for sid in self.sessions:
@@ -401,10 +413,10 @@ def _pass(
     gw: BenchGateway, engine_pid: int, job: dict[str, Any]
 ) -> tuple[list[float], dict[str, float]]:
     """One load pass; latencies and CPU seconds per process."""
-    before = {"gateway": cpu_seconds(gw.pid), "engine": cpu_seconds(engine_pid)}
+    before = {"gateway": gw.cpu(), "engine": cpu_seconds(engine_pid)}
     latencies, client_cpu = _drive(job)
     cpu = {
-        "gateway": cpu_seconds(gw.pid) - before["gateway"],
+        "gateway": gw.cpu() - before["gateway"],
         "engine": cpu_seconds(engine_pid) - before["engine"],
         "client": client_cpu,
     }
@@ -420,7 +432,7 @@ def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
     )
     engine.start()
     url = ready.get(timeout=180)
-    gw = BenchGateway(model_dir, url)
+    gw = BenchGateway(model_dir, url, args.processes)
     load = {
         "calls": args.calls,
         "system_tokens": args.system_tokens,
@@ -440,6 +452,53 @@ def bench_latency(model_dir: str, args: argparse.Namespace) -> None:
         _measure_long_prompt(gw, engine.pid, min(args.sessions), args, load)
     finally:
         gw.stop()
+        stop.set()
+        engine.join(30)
+
+
+def bench_throughput(model_dir: str, args: argparse.Namespace) -> None:
+    """Calls per second at saturation for each pool size: an engine that answers at once,
+    ``min(--sessions)`` sessions of ``--calls`` back-to-back tool turns from ``--clients`` load
+    processes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Queue(), ctx.Event()
+    engine = ctx.Process(target=_engine_main, args=(model_dir, 0.0, args.reply_tokens, ready, stop))
+    engine.start()
+    url = ready.get(timeout=180)
+    n = min(args.sessions)
+    load = {
+        "mode": "gateway",
+        "calls": args.calls,
+        "stagger": 0.0,
+        "system_tokens": args.system_tokens,
+        "tool_tokens": args.tool_tokens,
+        "system_prompts": args.system_prompts,
+        "protocol": args.protocols[0],
+    }
+    try:
+        for processes in args.throughput_processes:
+            gw = BenchGateway(model_dir, url, processes)
+            try:
+                _drive({**load, "bases": gw.create_sessions("warm", 2 * processes), "calls": 2})
+                gw.delete_all()
+                for repeat in range(args.repeats):
+                    bases = gw.create_sessions(f"t{processes}r{repeat}", n)
+                    slices = [bases[i :: args.clients] for i in range(args.clients)]
+                    cpu_before, started = gw.cpu(), time.perf_counter()
+                    with ThreadPoolExecutor(args.clients) as pool:
+                        done = list(pool.map(lambda part: _drive({**load, "bases": part}), slices))
+                    wall = time.perf_counter() - started
+                    calls = sum(len(latencies) for latencies, _ in done)
+                    tags = {"processes": processes, "sessions": n, "repeat": repeat}
+                    emit("throughput_calls_per_s", calls / wall, "calls/s", **tags)
+                    cpu_ms = (gw.cpu() - cpu_before) * 1000 / calls
+                    emit("throughput_gateway_cpu_per_call", cpu_ms, "ms", **tags)
+                    gw.delete_all()
+            finally:
+                gw.stop()
+    finally:
         stop.set()
         engine.join(30)
 
@@ -472,7 +531,7 @@ def _measure(
     cpu = {"gateway": 0.0, "engine": 0.0, "client": 0.0}
     added: list[tuple[float, float]] = []
     per_pass: list[dict[str, Any]] = []  # /admin/stats after each pass (GC; memory after the first)
-    rss = {"before": rss_bytes(gw.pid)}
+    rss = {"before": gw.rss()}
     for repeat in range(args.repeats):
         bases = gw.create_sessions(f"s{n}r{repeat}", n)
         gw.stats()  # the pauses counted are the pass's (not the idle collection after a delete)
@@ -483,10 +542,10 @@ def _measure(
             cpu[process] += seconds
         per_pass.append(gw.stats(deep=repeat == 0))  # memory: the first pass's (the deep walk is slow)
         if repeat == 0:
-            rss["held"] = rss_bytes(gw.pid)
+            rss["held"] = gw.rss()
             prompt_ids = gw.trace_prompt(f"s{n}r0-1", args.calls // 2)
         gw.delete_all()
-        rss.setdefault("after", rss_bytes(gw.pid))
+        rss.setdefault("after", gw.rss())
         theirs, _ = _drive(
             {
                 **load,
@@ -680,7 +739,12 @@ def main(argv: list[str] | None = None) -> int:
         help="load passes per figure (latency percentiles are taken over all of them)",
     )
     parser.add_argument("--turns", type=int, default=64)
-    parser.add_argument("--part", choices=("all", "latency", "prompt"), default="all")
+    parser.add_argument("--part", choices=("all", "latency", "prompt", "throughput"), default="all")
+    parser.add_argument("--processes", type=int, default=1, help="gateway processes (GATEWAY_PROCESSES)")
+    parser.add_argument(
+        "--throughput-processes", default="1,2", help="comma-separated pool sizes for --part throughput"
+    )
+    parser.add_argument("--clients", type=int, default=2, help="load processes for --part throughput")
     parser.add_argument(
         "--protocol",
         default="chat",
@@ -699,6 +763,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sessions, --calls and --turns must be >= 2")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    try:
+        args.throughput_processes = [int(n) for n in args.throughput_processes.split(",")]
+    except ValueError:
+        parser.error("--throughput-processes must be comma-separated integers, e.g. 1,2,4")
+    if args.processes < 1 or args.clients < 1 or min(args.throughput_processes) < 1:
+        parser.error("--processes, --clients and --throughput-processes must be >= 1")
 
     from fakes.toy_tokenizer import build_toy_tokenizer
 
@@ -709,6 +779,8 @@ def main(argv: list[str] | None = None) -> int:
                 emit(f"prompt_{key}", value, "ms" if key.endswith("_ms") else "")
         if args.part in ("all", "latency"):
             bench_latency(model_dir, args)
+        if args.part == "throughput":
+            bench_throughput(model_dir, args)
     return 0
 
 

@@ -4,11 +4,13 @@
 Usage:
     .venv/bin/python benchmarks/bench_step.py [--episodes 256] [--delay 3.0] [--calls 3]
         [--s3 moto|light] [--s3-latency 0.02,0.05] [--steps 3] [--py-spy FILE]
+        [--gateway-processes 1]
 
 Real parts, unchanged: slime's call of ``generate_rollout`` (the slime stand-in's types and a
 data source handing out groups of 8 copies of a prompt), the rollout's runtime with its
-production factories (``default_gateway_factory``: the gateway in its own process, driven
-through ``GatewayProcess``; ``make_runner``: the local transport and the S3 result watcher),
+production factories (``default_gateway_factory``: the gateway in ``--gateway-processes``
+processes of its own, driven through ``GatewayPool`` / ``GatewayProcess``; ``make_runner``: the
+local transport and the S3 result watcher),
 boto3. Stand-ins, each in a process of its own and speaking the real protocol over loopback:
 
 - the engine: ``fakes.sglang_server.FakeSGLang`` (SGLang's ``/generate``) answering every call
@@ -377,10 +379,13 @@ def _by_prefix(before: dict[str, float], after: dict[str, float], prefixes: tupl
 
 
 # ----------------------------------------------------------------------------- the step
-def _args(agent_url: str, bucket: str, model_dir: str, engine_url: str, episodes: int) -> Any:
+def _args(
+    agent_url: str, bucket: str, model_dir: str, engine_url: str, episodes: int, gateway_processes: int
+) -> Any:
     from shim.standins import make_args
 
     return make_args(
+        gateway_processes=gateway_processes,
         agent_url=agent_url,
         s3_bucket=bucket,
         exp_id="bench-step",
@@ -462,7 +467,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             stops.append(stop)
             roles["agent"] = proc.pid
 
-            args = _args(agent_url, bucket, model_dir, engine_url, options.episodes)
+            pool = options.gateway_processes
+            args = _args(agent_url, bucket, model_dir, engine_url, options.episodes, pool)
             rows = [{"prompt": f"q{i}", "metadata": {"q": i}} for i in range(options.episodes // GROUP)]
             source = ListDataSource(rows, GROUP)
             state = runtime._STATE
@@ -480,7 +486,8 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
                             stderr=subprocess.DEVNULL,
                         )
                         time.sleep(1.0)
-                    roles["gateway"] = getattr(state.runtime.gateway, "pid", 0) if state.runtime else 0
+                    members = getattr(state.runtime.gateway, "members", []) if state.runtime else []
+                    roles.update({f"gateway-{i}": member.pid or 0 for i, member in enumerate(members)})
                     processes0 = {role: cpu_seconds(pid) for role, pid in roles.items() if pid}
                     before = meter.snapshot()
                     started = time.time()
@@ -597,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
         help="steps to run: the first starts the gateway, the figures are medians over the others",
     )
     parser.add_argument("--py-spy", default="", help="record the measured step with py-spy into this file")
+    parser.add_argument(
+        "--gateway-processes", type=int, default=1, help="gateway processes (GATEWAY_PROCESSES; 0 = auto)"
+    )
     options = parser.parse_args(argv)
     if options.steps < 2:
         parser.error("--steps must be at least 2 (the first step starts the gateway and is not measured)")
