@@ -11,6 +11,14 @@ so an edited copy is never replaced, not even by two re-renders within one secon
 The run directory itself may be a link the user made (to a bigger disk, say); the names
 inside it may not.
 
+One bin/train at a time per run directory, and none beside a live run: ``.run.lock`` in the
+run directory is a kernel lock (flock, as templates/lib/lock.sh takes the node's locks) that
+bin/train takes before it reads the run's record or writes a file (``--render-only`` too) and
+that a real run hands on to its train.sh, which holds it until the run has stopped. A bin/train
+that finds it held by a render waits for it; one that finds a live run is refused, its files
+untouched. The file is never unlinked (unlink and re-create would let two holders lock different
+inodes).
+
 Other users of the node read nothing of a run: the run directory is mode 0700 and every file
 we write in it 0600 (0700 for scripts), whatever the umask. It holds live gateway session ids,
 agent traces and settings (train.log, metrics.jsonl, episodes/, eval/), and a directory only
@@ -22,6 +30,7 @@ reused, never replaced; a directory owned by another user is refused.
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import itertools
 import json
@@ -42,6 +51,26 @@ CHECKSUMS = ".rendered.json"
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_SCRIPT_MODE = 0o700
 PRIVATE_DIR_MODE = 0o700
+#: the run directory's kernel lock (see the module's docstring)
+RUN_LOCK = ".run.lock"
+#: how bin/train hands the lock it holds to the train.sh it execs (the descriptor's number)
+LOCK_FD_ENV = "TOOLKIT_RUN_LOCK_FD"
+#: the word in the lock's first line that names a bin/train rendering (waited for, not refused)
+RENDERING = "bin/train"
+#: seconds a bin/train waits for another one's render of the same run directory
+RENDER_WAIT = 60.0
+
+
+class RunDirBusy(Exception):
+    """The run directory's lock is held by a live run (or a render that did not end in time).
+
+    :param holder: the first line the holder wrote into the lock (``PID EXP_ID WHAT``).
+    """
+
+    def __init__(self, run_dir: Path, holder: str) -> None:
+        self.run_dir = run_dir
+        self.holder = holder
+        super().__init__(f"{run_dir} is held by {holder or 'another process'}")
 
 
 def _say(message: str) -> None:
@@ -113,6 +142,83 @@ def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[s
         record[name] = _digest(data)
     text = json.dumps(record, indent=1, sort_keys=True) + "\n"
     write_atomic(run_dir / CHECKSUMS, text.encode("utf-8"), PRIVATE_FILE_MODE)
+
+
+def lock_run_dir(run_dir: Path, info: str, wait: float) -> int:
+    """Take the run directory's lock (creating the directory, mode 0700, when needed).
+
+    A holder that is rendering (its line says ``bin/train``) is waited for, up to
+    :data:`RENDER_WAIT` seconds; any other holder (a live run's train.sh) for ``wait`` seconds.
+
+    :param run_dir: the run directory.
+    :param info: the line written into the lock once held (``PID EXP_ID bin/train``).
+    :param wait: seconds to retry a lock a live run holds.
+    :returns: the descriptor holding the lock (close-on-exec; closing it releases the lock).
+    :raises ConfigError: the lock or the directory cannot be used safely.
+    :raises RunDirBusy: another process holds it.
+    """
+    check_run_dir(run_dir, [RUN_LOCK])
+    path = run_dir / RUN_LOCK
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(run_dir, follow=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot open the run's lock {path}: {exc.strerror or exc}",
+            "choose a TOOLKIT_RUNS_DIR you can write to; bin/train never writes through a link",
+        ) from exc
+    try:
+        _check_lock_file(fd, path)
+        _flock(fd, run_dir, time.monotonic(), wait)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (info + "\n").encode("utf-8"), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def unlock_run_dir(fd: int) -> None:
+    """Release the run directory's lock, leaving it empty (no holder to name, and a render
+    leaves the run directory as the last one did).
+
+    :param fd: the descriptor :func:`lock_run_dir` returned.
+    """
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _check_lock_file(fd: int, path: Path) -> None:
+    held, named = os.fstat(fd), os.lstat(path)
+    mine = stat.S_ISREG(held.st_mode) and held.st_uid == os.geteuid() and held.st_nlink == 1
+    if not mine or (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+        raise ConfigError(f"{path} is not a plain file of yours", "remove it (it is only a lock)")
+
+
+def _flock(fd: int, run_dir: Path, start: float, wait: float) -> None:
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            holder = lock_holder(fd)
+            waited = time.monotonic() - start
+            rendering = RENDERING in holder.split()[2:3]
+            if waited >= (RENDER_WAIT if rendering else wait):
+                raise RunDirBusy(run_dir, holder) from None
+            time.sleep(0.05)
+
+
+def lock_holder(fd: int) -> str:
+    """The first line of a held lock, printable characters only (``PID EXP_ID WHAT``).
+
+    :param fd: a descriptor of the lock file.
+    """
+    first = os.pread(fd, 512, 0).decode("utf-8", "replace").splitlines()[:1]
+    return "".join(c for c in "".join(first) if c.isprintable())
 
 
 def new_results_dir(base: Path) -> Path:

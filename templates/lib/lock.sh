@@ -52,7 +52,8 @@ lock_slot() { # <kind> <key>
   printf '%s-%s' "$1" "${sum:0:16}"
 }
 
-# The lock helper (python3): opens LOCK with O_NOFOLLOW|O_CLOEXEC, checks that it is a regular
+# The lock helper (python3): opens LOCK with O_NOFOLLOW|O_CLOEXEC (or adopts FD, a descriptor
+# of LOCK it inherited, when one is given and is that file), checks that it is a regular
 # file of this uid with one link, the file now at that path (lstat = fstat), then flock()s it.
 # `hold`: LOCK_EX, retried for WAIT seconds (a bin/eval probe holds a lock for microseconds);
 # on success it writes INFO into the file (through the checked descriptor), prints `locked`,
@@ -63,13 +64,22 @@ lock_slot() { # <kind> <key>
 TOOLKIT_LOCK_HELPER='
 import ctypes, fcntl, os, signal, stat, sys, time
 path, mode, info, parent, wait = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+given = int(sys.argv[6]) if len(sys.argv) > 6 else -1
 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
     signal.signal(sig, signal.SIG_IGN)
 def done(word, text=""):
     print(" ".join((word, text)) if text else word, flush=True)
     sys.exit(0)
+def same_file(fd):
+    try:
+        st, lst = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (lst.st_dev, lst.st_ino)
+fd = given if given > 2 and same_file(given) else -1
 try:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    if fd < 0:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
 except OSError as err:
     done("error", "cannot open %s without following links (%s)" % (path, err.strerror))
 st, lst = os.fstat(fd), os.lstat(path)
@@ -124,6 +134,31 @@ take_lock() { # <lock-file> <info>
   release_lock
   TOOLKIT_LOCK_HOLDER=${TOOLKIT_LOCK_HOLDER# }
   return 1
+}
+
+# hold_run_dir_lock RUN_DIR EXP_ID: hold RUN_DIR/.run.lock, the run directory's kernel lock, for
+# the rest of this script, beside the node's lock (python/agentcore_slime/rundir.py: bin/train
+# takes it before it writes a file of the run, and refuses a run directory whose run holds it).
+# bin/train hands over the lock it holds as the descriptor TOOLKIT_RUN_LOCK_FD: the helper
+# adopts it, this script closes its copy, and no moment passes without a holder; run with
+# bash alone, the script takes the lock itself. Exits 1 naming the holder when it is held.
+hold_run_dir_lock() { # <run-dir> <exp-id>
+  local lock=$1/.run.lock reply="" me=$BASHPID fd given=${TOOLKIT_RUN_LOCK_FD:-} holder_pid
+  unset TOOLKIT_RUN_LOCK_FD
+  [[ $given =~ ^[0-9]+$ ]] || given=-1
+  exec {fd}< <(exec python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$lock" hold "$$ $2 train.sh" "$me" "${TOOLKIT_LOCK_WAIT:-1}" "$given" </dev/null)
+  read -r reply <&"$fd" || true
+  exec {fd}<&-
+  if ((given > 2)) && [[ -e /proc/$$/fd/$given ]]; then
+    exec {given}>&- # the helper holds the lock now: no other child of this script gets it
+  fi
+  case $reply in
+    locked) return 0 ;;
+    held*) read -r holder_pid _ <<<"${reply#held}" ;;
+    "error "*) die "${reply#error }" 2 ;;
+    *) die "could not take the lock $lock (python3 failed: see above)" ;;
+  esac
+  die "another run of this experiment uses $1: PID ${holder_pid:-?} (wait for it to end, or stop it with 'kill ${holder_pid:-PID}')"
 }
 
 # probe_lock LOCK: true when no one holds LOCK (or it does not exist); otherwise false with

@@ -124,3 +124,21 @@ flag_value() { # <flag>
 env_value() { # <key>
   sed -n "s/^$1=//p" "$WORK/exp.env" | tr -d "'"
 }
+
+# start_holding_run: bin/train in the background whose job runs until $WORK/release exists;
+# returns once the job is submitted (the run holds the node's lock). HOLDER_PID: train.sh's PID.
+start_holding_run() {
+  # shellcheck disable=SC2016 # the stub's body expands when it runs
+  stub ray '
+if [[ $1 == job && $2 == submit ]]; then
+  touch "$WORK/submitted"
+  while [[ ! -e $WORK/release ]]; do /bin/sleep 0.1; done
+fi
+exit 0'
+  "$TRAIN" "$WORK/exp.env" >"$WORK/first.out" 2>&1 &
+  FIRST=$!
+  local i
+  for ((i = 0; i < 600; i++)); do [[ -e $WORK/submitted ]] && break; /bin/sleep 0.1; done
+  [[ -e $WORK/submitted ]] || flunk "the first run did not start: $(cat "$WORK/first.out")"
+  HOLDER_PID=$(sed -n 's/.*attempt started .* (pid \([0-9]*\)).*/\1/p' "$RUN_DIR/train.log" | tail -1)
+}

@@ -132,3 +132,86 @@ assert_precious_untouched() {
   run -0 flag_value --load
   assert_output "$RUN_DIR/checkpoints"
 }
+
+# a run started by start_holding_run ends with its test, whatever the test found
+teardown() {
+  if [[ -n ${FIRST:-} ]]; then
+    touch "$WORK/release"
+    wait "$FIRST" || true
+  fi
+}
+
+# run_dir_sums: the checksum of every file in the run directory, but its log (the live run writes it).
+run_dir_sums() {
+  (cd "$RUN_DIR" && find . -type f ! -name 'train.log' -print0 | sort -z | xargs -0 sha256sum)
+}
+
+@test "issue 39: a refused bin/train of a live experiment leaves its files byte for byte (real run, --render-only, its own env)" {
+  start_holding_run
+  local before attempt
+  before=$(run_dir_sums)
+  : >"$CALL_LOG"
+  local -a attempts=(
+    "--set NUM_ROLLOUT=7 --set ROLLOUT_TEMPERATURE=0.5 $WORK/exp.env"
+    "--render-only --set NUM_ROLLOUT=7 $WORK/exp.env"
+    "--set NUM_ROLLOUT=7 $RUN_DIR/env"
+  )
+  for attempt in "${attempts[@]}"; do
+    # shellcheck disable=SC2086 # the words of one attempt
+    TOOLKIT_LOCK_WAIT=0 run --separate-stderr "$TRAIN" $attempt
+    [[ $(run_dir_sums) == "$before" ]] ||
+      flunk "bin/train $attempt changed the live run's files: $(diff <(echo "$before") <(run_dir_sums))"
+    ((status == 1)) || flunk "bin/train $attempt: status $status: $stderr"
+    [[ $stderr == *"bin/train: $RUN_DIR is in use by a run of this experiment: PID $HOLDER_PID (train.sh); nothing was written"* ]] ||
+      flunk "bin/train $attempt: $stderr"
+  done
+  run ! grep -q "^NUM_ROLLOUT='7'$" "$RUN_DIR/env"
+  calls >"$WORK/second.calls"
+  run cat "$WORK/second.calls"
+  refute_output_contains "ray start"
+  refute_output_contains "pgrep"
+}
+
+@test "issue 39: bash train.sh beside a live run of the same experiment is refused before it writes its log" {
+  start_holding_run
+  local before
+  before=$(sha256sum "$RUN_DIR/train.log")
+  TOOLKIT_LOCK_WAIT=0 run -1 bash "$RUN_DIR/train.sh"
+  local after
+  after=$(sha256sum "$RUN_DIR/train.log")
+  touch "$WORK/release"
+  wait "$FIRST"
+  assert_output "train.sh: another run of this experiment uses $RUN_DIR: PID $HOLDER_PID (wait for it to end, or stop it with 'kill $HOLDER_PID')"
+  [[ $before == "$after" ]] || flunk "train.log changed"
+}
+
+@test "issue 39: the run directory's lock is released when the run ends; no child of the run holds it" {
+  start_holding_run
+  local holders
+  holders=$(find /proc/[0-9]*/fd -lname "$RUN_DIR/.run.lock" 2>/dev/null | cut -d/ -f3 | sort -u)
+  touch "$WORK/release"
+  wait "$FIRST"
+  # one holder: the lock helper (a python3 child of train.sh), not Ray, not train.sh itself
+  (($(wc -w <<<"$holders") == 1)) || flunk "holders: $holders"
+  [[ $holders != "$HOLDER_PID" ]] || flunk "train.sh itself keeps the lock open: its children would inherit it"
+  run -0 "$TRAIN" --render-only --set NUM_ROLLOUT=7 "$WORK/exp.env"
+  grep -q "^NUM_ROLLOUT='7'$" "$RUN_DIR/env"
+}
+
+@test "issue 39: parallel --render-only of one experiment: no false edited copy, the script agrees with its env" {
+  local trial
+  for trial in 1 2 3 4 5 6; do
+    rm -rf "$RUN_DIR"
+    "$TRAIN" --render-only --set NUM_ROLLOUT=1 "$WORK/exp.env" >/dev/null 2>"$WORK/a.err" &
+    local a=$!
+    "$TRAIN" --render-only --set NUM_ROLLOUT=5 "$WORK/exp.env" >/dev/null 2>"$WORK/b.err" &
+    local b=$!
+    wait "$a" || flunk "trial $trial: A failed: $(cat "$WORK/a.err")"
+    wait "$b" || flunk "trial $trial: B failed: $(cat "$WORK/b.err")"
+    ! compgen -G "$RUN_DIR/*.edited-*" >/dev/null || flunk "trial $trial: false edited copies: $(ls -a "$RUN_DIR")"
+    local rollout
+    rollout=$(sed -n "s/^NUM_ROLLOUT='\(.*\)'$/\1/p" "$RUN_DIR/env")
+    grep -q -- "--num-rollout $rollout\$" "$RUN_DIR/train.sh" || grep -q -- "--num-rollout $rollout " "$RUN_DIR/train.sh" ||
+      flunk "trial $trial: train.sh disagrees with env (NUM_ROLLOUT=$rollout): $(grep -- --num-rollout "$RUN_DIR/train.sh")"
+  done
+}

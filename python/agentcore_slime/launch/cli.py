@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..preflight.estimate import check_budget, estimate
-from ..rundir import write_run_dir
+from ..rundir import LOCK_FD_ENV, RENDERING, RunDirBusy, lock_run_dir, unlock_run_dir, write_run_dir
 from ..scripts.render import RUNTIME_WORDS, Rendered, RunPaths, passthrough_flags, render, shell_quote
 from ..settings.envfile import read_env_file
 from ..settings.errors import ConfigError, raise_all
@@ -144,6 +144,9 @@ def _run(argv: list[str]) -> int:
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=invocation.env_file, command=invocation.command)
     rendered = render(config, paths, invocation.variant, slime_flags, repo / "templates")
     manifest = build_manifest(config, repo, rendered.slime_argv)
+    # the run directory's lock, before its record is read or a file of it written: a live run
+    # of this experiment (its train.sh holds the lock) refuses us with its files untouched
+    lock = None if args.dry_run else _lock_run_dir(run_dir, str(config["EXP_ID"]))
     _compare_with_recorded(run_dir, manifest, rendered, variant.script, recorded is not None)
     if "join.sh" in rendered.files:
         say(
@@ -161,12 +164,14 @@ def _run(argv: list[str]) -> int:
     log = script.with_suffix(".log")
     files = {**rendered.files, INVOCATION: invocation.to_json(), MANIFEST: manifest_json(manifest)}
     write_run_dir(run_dir, files, also_checked=[log.name])
+    assert lock is not None
     if args.render_only:
+        unlock_run_dir(lock)
         say(f"rendered {run_dir}; run it with:")
         print(shlex.join(["bash", str(script)]))
         return 0
     say(f"running {script} (log: {log})")
-    return run_script(script)
+    return run_script(script, lock)
 
 
 #: bin/train's own options, for "did you mean" (a near miss is a typo, not a slime flag)
@@ -226,10 +231,33 @@ def _compare_with_recorded(
         say(f"warning: {script} differs from the one recorded in {run_dir} ({why})")
 
 
-def run_script(script: Path) -> int:
-    """Replace this process with ``bash script``, as the user would run it (bin/train, bin/eval)."""
+def _lock_run_dir(run_dir: Path, exp_id: str) -> int:
+    """Take the run directory's lock (rundir.py): wait for another bin/train's render of it;
+    refuse a live run's, saying which process holds it."""
+    wait = float(os.environ.get("TOOLKIT_LOCK_WAIT") or 1)
+    try:
+        return lock_run_dir(run_dir, f"{os.getpid()} {exp_id} {RENDERING}", wait)
+    except RunDirBusy as busy:
+        pid, _, what = (busy.holder.split(maxsplit=2) + ["?", "?", "?"])[:3]
+        who = "a run of this experiment" if what != RENDERING else "another bin/train rendering it"
+        say(
+            f"{run_dir} is in use by {who}: PID {pid} ({what}); nothing was written, its files are "
+            f"as they were (wait for it to end, or stop it with 'kill {pid}'; "
+            "to run beside it, give this run another EXP_ID)"
+        )
+        raise SystemExit(1) from None
+
+
+def run_script(script: Path, lock: int | None = None) -> int:
+    """Replace this process with ``bash script``, as the user would run it (bin/train, bin/eval).
+
+    :param lock: the run directory's lock, handed to the script (which holds it while it runs).
+    """
     sys.stdout.flush()
     _restore_caller_pythonpath()
+    if lock is not None:
+        os.set_inheritable(lock, True)
+        os.environ[LOCK_FD_ENV] = str(lock)
     os.execvp("bash", ["bash", str(script)])
     return 1  # not reached
 

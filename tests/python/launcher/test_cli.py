@@ -37,8 +37,9 @@ def test_render_only_writes_the_run_dir_and_prints_how_to_run(env_file: Path, tm
     assert out == f"bash {run_dir / 'train.sh'}\n"
     assert "warning: MODEL_DIR: /m/config.json does not exist" in err
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        ".rendered.json", "env", "invocation.json", "manifest.json", "toolkit.yaml", "train.sh"
+        ".rendered.json", ".run.lock", "env", "invocation.json", "manifest.json", "toolkit.yaml", "train.sh"
     ]
+    assert (run_dir / ".run.lock").read_bytes() == b""  # released: no holder named
     assert (run_dir / "train.sh").stat().st_mode & 0o111
 
 
