@@ -1183,7 +1183,8 @@ class Gateway:
         session.last_raw = call.request.messages if held else []
         if trace.chain_break:
             why = f"; not bridged: {call.chain_break}" if call.chain_break else ""
-            logger.info("session %s: a new sample starts (%s%s)", short_id(session.sid), trace.chain_break, why)
+            sid = short_id(session.sid)
+            logger.info("session %s: a new sample starts (%s%s)", sid, trace.chain_break, why)
 
         def undo() -> None:
             logger.info("session %s: reply not delivered, call not recorded", short_id(session.sid))

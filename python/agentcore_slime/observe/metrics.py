@@ -24,13 +24,17 @@ FORK_HINTS: dict[str, tuple[str, str]] = {
     "reasoning dropped": (
         "the history the agent sends back lacks the model's reasoning, and the call was re-rendered",
         "unset CUMULATIVE_TOKEN_MODE=false (the default, true, extends the sampled tokens); "
-        "with RENDERER_FAMILY=qwen3 the renderer re-renders at each user turn: RENDERER_FAMILY=default bridges them",
+        "with RENDERER_FAMILY=qwen3 the renderer re-renders at each user turn: "
+        "RENDERER_FAMILY=default bridges them",
     ),
     "re-tokenized": (
         "the chat template renders the model's reply to other tokens than it sampled",
         "unset CUMULATIVE_TOKEN_MODE=false (the default, true, extends the sampled tokens)",
     ),
-    "reply rewritten": ("the agent edits the model's reply before sending it back (not trained)", _AGENT_SIDE),
+    "reply rewritten": (
+        "the agent edits the model's reply before sending it back (not trained)",
+        _AGENT_SIDE,
+    ),
     "history rewritten": ("the agent edits earlier messages of its history", _AGENT_SIDE),
     "tool result changed": ("the agent changes earlier tool results", _AGENT_SIDE),
     "context compacted": ("the agent drops or summarizes earlier messages", _AGENT_SIDE),
@@ -184,7 +188,8 @@ def _forks(metrics: dict[str, Any]) -> str | None:
     if not isinstance(forks, dict) or not forks.get("by_reason"):
         return None
     reasons = ", ".join(f"{k} {v:.2f}" for k, v in sorted(forks["by_reason"].items()))
-    return f"samples/episode {metrics['samples_per_episode']:.2f}, forks/episode {forks['total']:.2f} ({reasons})"
+    per_episode = metrics["samples_per_episode"]
+    return f"samples/episode {per_episode:.2f}, forks/episode {forks['total']:.2f} ({reasons})"
 
 
 def failure_reason_key(reason: str) -> str:

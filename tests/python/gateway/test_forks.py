@@ -20,7 +20,10 @@ from fakes.sglang_server import FakeSGLang, text_policy
 from fakes.toy_tokenizer import QWEN3_STYLE_CHAT_TEMPLATE, build_toy_tokenizer
 from gateway_helpers import ADD_TOOL, Script, tool_call_text
 
-SUB_TOOL = {"type": "function", "function": {"name": "sub", "parameters": {"type": "object", "properties": {}}}}
+SUB_TOOL = {
+    "type": "function",
+    "function": {"name": "sub", "parameters": {"type": "object", "properties": {}}},
+}
 REPLIES = ["<think>\nsimple sum\n</think>\n\n4", "<think>\nadd ten\n</think>\n\n14"]
 
 
