@@ -67,6 +67,9 @@ print("\n".join(f"{n}={s.getsockname()[1]}" for n, s in zip(names, socks)))')
 stub_cluster() {
   # this test's own private node-local dir (locks, the default Ray temp dir), not /tmp's
   export TOOLKIT_RUNTIME_DIR="$BATS_TEST_TMPDIR/rt"
+  # credentials the run's workers would inherit (bin/train's gate looks for them; nothing
+  # calls AWS here), and no instance-metadata lookup from boto3's credential chain
+  export AWS_ACCESS_KEY_ID=AKIDBATSEXAMPLE AWS_SECRET_ACCESS_KEY=bats-not-a-real-secret AWS_EC2_METADATA_DISABLED=true
   export JOB_ARGV="$BATS_TEST_TMPDIR/job.argv" JOB_ENV_JSON="$BATS_TEST_TMPDIR/job.env.json"
   export ENV_LOG="$BATS_TEST_TMPDIR/env.log"
   stub pkill 'exit 1'

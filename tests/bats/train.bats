@@ -562,3 +562,26 @@ esac'
 teardown() {
   [[ -z ${OTHER_USER:-} ]] || remove_other_user
 }
+
+@test "issue 39: GATEWAY_HOST=127.0.0.1 with an AGENT_RUNTIME_ARN stops a real run before anything starts (--skip-doctor starts it)" {
+  write_env "$WORK/exp.env" "$WORK/install" "GATEWAY_HOST=127.0.0.1"
+  run -1 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  [[ $stderr == *"bin/train: doctor: FAIL rollout.gateway-address: GATEWAY_HOST=127.0.0.1 is a loopback address, which agents on ACR cannot reach (every episode would time out)"* ]] ||
+    flunk "$stderr"
+  [[ ${stderr##*$'\n'} == "bin/train: nothing was started (fix the FAIL lines; bin/doctor $WORK/exp.env runs every check; --skip-doctor skips these in an emergency)" ]] ||
+    flunk "$stderr"
+  refute_calls
+  [[ ! -e $RUN_DIR/train.sh ]] || flunk "rendered anyway"
+  run -0 "$TRAIN" --skip-doctor "$WORK/exp.env"
+}
+
+@test "issue 39: no AWS credentials for the run's workers stops a real run before anything starts" {
+  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+  run -1 --separate-stderr "$TRAIN" "$WORK/exp.env"
+  [[ $stderr == *"bin/train: doctor: FAIL aws.credentials: no AWS credentials found: the run's workers inherit this shell's environment"* ]] ||
+    flunk "$stderr"
+  refute_calls
+  [[ ! -e $RUN_DIR/train.sh ]] || flunk "rendered anyway"
+  # --render-only and --dry-run are for machines without them: not gated
+  run -0 "$TRAIN" --render-only "$WORK/exp.env"
+}

@@ -15,7 +15,7 @@ from .gpus import check_gpus
 from .ray_security import check_ray_security
 from .rollout import check_rollout
 
-MODEL, DATA, DISK = BLOCKING
+MODEL, DATA, REACH, DISK = BLOCKING
 
 CHECKS: tuple[Check, ...] = (
     Check("env", check_environment),
@@ -24,6 +24,7 @@ CHECKS: tuple[Check, ...] = (
     Check("flags", check_flags),
     DATA,
     Check("rollout", check_rollout),
+    REACH,
     Check("aws", check_aws, network=True),
     DISK,
     Check("ray", check_ray_security),

@@ -1,12 +1,9 @@
-"""Rollout checks: the gateway's renderer for the model, free ports, a gateway address agents reach.
-
-An unreachable gateway address does not fail at start-up: every episode times out after
-ACR_TIMEOUT instead. Agents on ACR run in AWS, so a loopback address can never work for them.
+"""Rollout checks: the gateway's renderer for the model, free ports. (A gateway address agents
+reach is a blocking check bin/train runs too: :mod:`agentcore_slime.preflight.reach`.)
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import socket
 from pathlib import Path
@@ -114,60 +111,9 @@ def check_ports(ctx: Context) -> list[Result]:
     return results
 
 
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        try:
-            return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
-        except (OSError, ValueError):
-            return False
-
-
-def runtime_host(environ: dict[str, str]) -> str:
-    """The address slime picks when GATEWAY_HOST is unset (slime ``get_host_info`` at fa3c990):
-    SLIME_HOST_IP, else the source address of a UDP route probe, else the hostname's address.
-
-    :param environ: the process environment.
-    """
-    if environ.get("SLIME_HOST_IP"):
-        return environ["SLIME_HOST_IP"]
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect(("8.8.8.8", 80))  # UDP: nothing is sent
-            return str(probe.getsockname()[0])
-    except OSError:
-        try:
-            return socket.gethostbyname(socket.gethostname())
-        except OSError:
-            return "127.0.0.1"
-
-
-def check_gateway_address(ctx: Context) -> Result:
-    """Agents on ACR can reach the gateway: its address is not loopback.
-
-    :param ctx: the check context.
-    """
-    name = "rollout.gateway-address"
-    host = ctx.value("GATEWAY_HOST")
-    where = f"GATEWAY_HOST={host}" if host else f"{runtime_host(dict(ctx.environ))} (chosen at run time)"
-    address = str(host) if host else where.split()[0]
-    if ctx.value("AGENT_RUNTIME_ARN") is None:
-        return passed(name, f"{where}; agents run locally (AGENT_URL)")
-    if _is_loopback(address):
-        return failed(
-            name,
-            f"{where} is a loopback address, which agents on ACR cannot reach (every episode would time out)",
-            "set GATEWAY_HOST to this node's address that the agent's network reaches",
-        )
-    return passed(name, f"{where} is not loopback")
-
-
 def check_rollout(ctx: Context) -> list[Result]:
     """Every rollout check.
 
     :param ctx: the check context.
     """
-    return [check_renderer(ctx), *check_ports(ctx), check_gateway_address(ctx)]
+    return [check_renderer(ctx), *check_ports(ctx)]

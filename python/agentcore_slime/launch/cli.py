@@ -258,7 +258,12 @@ def run_script(script: Path, lock: int | None = None) -> int:
     if lock is not None:
         os.set_inheritable(lock, True)
         os.environ[LOCK_FD_ENV] = str(lock)
-    os.execvp("bash", ["bash", str(script)])
+    try:
+        os.execvp("bash", ["bash", str(script)])
+    finally:  # reached only when exec failed (or a test replaced it)
+        if lock is not None:
+            os.close(lock)
+            os.environ.pop(LOCK_FD_ENV, None)
     return 1  # not reached
 
 

@@ -1,8 +1,10 @@
 """How a table of checks runs, and the blocking ones bin/train and bin/eval run first.
 
-Blocking checks are offline, fast and about inputs that cannot change before the run starts
-(model, data, disk). GPUs, ports and imports are not blocking: a stale run of this user may
-hold them, and train.sh stops it only after the checks. bin/doctor's table
+Blocking checks are offline, fast and about what would make the run fail or waste its GPUs
+after it started them: model, data, disk, and whether episodes can happen at all (an ACR agent
+given a loopback gateway address, no AWS credentials for the workers). GPUs, ports and imports
+are not blocking: a stale run of this user may hold them, and train.sh stops it only after the
+checks (imports: the job's python is the one that fails clearly, at its first import). bin/doctor's table
 (:data:`agentcore_slime.doctor.checks.CHECKS`) lists these same three among all its checks.
 """
 
@@ -19,6 +21,7 @@ from .context import Context
 from .data import check_data
 from .disk import check_disk
 from .model import check_model
+from .reach import check_launch_credentials, check_reach
 from .report import Result, Status, failed
 
 #: checks run at once (each mostly waits on a subprocess: bash, nvidia-smi, the job's python)
@@ -45,8 +48,11 @@ class Check:
 BLOCKING: tuple[Check, ...] = (
     Check("model", check_model, blocking=True),
     Check("data", check_data, blocking=True),
+    Check("reach", check_reach, blocking=True),
     Check("disk", check_disk, blocking=True),
 )
+#: blocking checks of the launchers only: bin/doctor's own (online) aws checks cover them
+LAUNCH_ONLY: tuple[Check, ...] = (Check("aws", check_launch_credentials, blocking=True),)
 
 
 def run_checks(checks: Sequence[Check], ctx: Context, only_blocking: bool = False) -> list[Result]:
@@ -88,7 +94,7 @@ def blocking_checks(config: Config, repo: Path, slime_flags: list[str], variant:
     :param variant: the script about to be rendered.
     """
     ctx = Context(config=config, repo=repo, slime_flags=slime_flags, variant=variant, offline=True)
-    return run_checks(BLOCKING, ctx, only_blocking=True)
+    return run_checks(BLOCKING + LAUNCH_ONLY, ctx, only_blocking=True)
 
 
 def gate(config: Config, repo: Path, env_file: Path, slime_flags: list[str], variant: str, prog: str) -> bool:

@@ -99,7 +99,9 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 def _exec_recorder(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     calls: list[list[str]] = []
     monkeypatch.setattr(train_cli.os, "execvp", lambda prog, argv: calls.append(argv))
-    monkeypatch.setattr(train_cli.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    # every tool found; a path given as it is (TOOLKIT_JOB_PYTHON: the python running the tests)
+    monkeypatch.setattr(train_cli.shutil, "which", lambda tool, **_: tool if "/" in tool else f"/usr/bin/{tool}")
+    monkeypatch.setenv("TOOLKIT_JOB_PYTHON", sys.executable)
     monkeypatch.setenv("TOOLKIT_SAVED_PYTHONPATH", "unset")
     return calls
 
@@ -120,6 +122,10 @@ def test_bin_train_runs_when_the_blocking_checks_pass_or_are_skipped(
     machine: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calls = _exec_recorder(monkeypatch)
+    # credentials the run's workers would inherit (the gate looks for them; nothing calls AWS)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     assert train_cli.main(["--skip-doctor", str(machine)]) == 1  # only reached because execvp is replaced
     assert train_cli.main(["--set", "EXTRA_FLAGS=--norm-epsilon 1e-6", str(machine)]) == 1
     assert [argv[0] for argv in calls] == ["bash", "bash"]

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentcore_slime.doctor.rollout import check_gateway_address, check_ports, check_renderer
+from agentcore_slime.doctor.rollout import check_ports, check_renderer
+from agentcore_slime.preflight.reach import check_gateway_address
 from agentcore_slime.preflight.report import Status
 from doctor_helpers import MakeContext, by_name, stub
 from fakes.toy_tokenizer import build_toy_tokenizer
