@@ -347,6 +347,7 @@ class Gateway:
             retries=self.config.engine_retries,
             backoff=self.config.engine_retry_backoff,
             read_timeout=self.config.engine_timeout,
+            outage_seconds=self.config.engine_outage_seconds,
             vocab_size=self._vocab_size(),
         )
         await self._engine.open()
@@ -929,19 +930,18 @@ class Gateway:
         call = _guarded(self._parse_call, raw, session, protocol, deadline)
         if call.prompt is None:
             call.prompt = await self._build_off_loop(deadline, large, self._render_call, call)
-        call.params = self._sampling(session, call.request, len(call.prompt.ids))
         self._join(session, call)
+        call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
     def _prepare_all(self, raw: bytes, session: _Session, protocol: Protocol, deadline: float) -> _Call:
         call = self._parse_call(raw, session, protocol, deadline)
         if call.prompt is None:
             call.prompt = self._render_call(call)
-        call.params = self._sampling(session, call.request, len(call.prompt.ids))
         self._join(session, call)
+        call.params = self._sampling(session, call.request, len(call.prompt.ids))
         return call
 
-    def _parse_call(self, raw: bytes, session: _Session, protocol: Protocol, deadline: float) -> _Call:
     @staticmethod
     def _join(session: _Session, call: _Call) -> None:
         """How the call joins the episode: its prompt against the last recorded call's prompt +
@@ -960,6 +960,7 @@ class Gateway:
             call.joined = "forked"
             call.fork = fork_reason(call.messages, call.tools_key, chain, repeat=False)
 
+    def _parse_call(self, raw: bytes, session: _Session, protocol: Protocol, deadline: float) -> _Call:
         """The request, its messages normalized, and the prompt when a bridge builds it.
 
         :raises BadRequest: ``context_length_exceeded`` when the messages' text alone is more
@@ -1064,6 +1065,7 @@ class Gateway:
             latency_ms=(time.perf_counter() - call.started) * 1000,
             weight_version=result.meta.get("weight_version"),
             tool_call_errors=errors,
+            engine_attempts=result.attempts,
         )
         # Recorded just before the last bytes go out, so a trainer reading right after the
         # agent got its reply sees the trace; undone if the agent went away meanwhile.
