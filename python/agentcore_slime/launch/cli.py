@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str]) -> int:
     own, given_flags = split_argv(argv)
+    _refuse_split_set(own)
     args, unknown = _parser().parse_known_args(own)
     if unknown:
         _refuse_misspelled_option(unknown)
@@ -176,6 +177,19 @@ def _run(argv: list[str]) -> int:
 
 #: bin/train's own options, for "did you mean" (a near miss is a typo, not a slime flag)
 OWN_OPTIONS = ("--dry-run", "--render-only", "--variant", "--set", "--skip-doctor", "--help")
+
+
+def _refuse_split_set(own: list[str]) -> None:
+    """``--set KEY VALUE`` (two words): say to join them, before argparse takes VALUE for the
+    env file and the env file for a slime flag."""
+    for at, word in enumerate(own[:-2]):
+        key, value = own[at + 1], own[at + 2]
+        if word == "--set" and "=" not in key and not value.startswith("-"):
+            fixed = shlex.join([PROG, *own[:at], "--set", f"{key}={value}", *own[at + 3 :]])
+            raise ConfigError(
+                f"--set {key} {value}: --set takes KEY=VALUE as one word",
+                f"write --set {key}={value}: {fixed}",
+            )
 
 
 def _refuse_misspelled_option(unknown: list[str]) -> None:

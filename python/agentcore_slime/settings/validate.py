@@ -376,6 +376,39 @@ def check_ray_tls_files_set(values: dict[str, Value]) -> None:
 
 
 #: checks that relate keys to each other, run once every value converted
+#: Ray's default worker ports (`ray start --min-worker-port/--max-worker-port`): a Ray port
+#: inside them collides with a worker's port, and `ray start` fails with a traceback
+RAY_WORKER_PORTS = range(10002, 20000)
+_RAY_PORT_KEYS = ("RAY_PORT", "RAY_DASHBOARD_PORT", "RAY_CLIENT_SERVER_PORT", "RAY_DASHBOARD_AGENT_PORT")
+_UNEXPANDED = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _check_ray_ports(values: dict[str, Value]) -> None:
+    inside = [
+        f"{name}={values[name]}"
+        for name in _RAY_PORT_KEYS
+        if isinstance(values.get(name), int) and values[name] in RAY_WORKER_PORTS
+    ]
+    if inside:
+        raise ConfigError(
+            f"{', '.join(inside)} is inside Ray's worker port range "
+            f"{RAY_WORKER_PORTS.start}-{RAY_WORKER_PORTS.stop - 1}: `ray start` would fail",
+            "choose a port below 10002 or above 19999 (the defaults are 6379, 8265, 10001, 52365)",
+        )
+
+
+def _check_unexpanded(values: dict[str, Value]) -> None:
+    """A path holding ``$HOME`` or ``${VAR}`` of the process environment: values are data."""
+    for key in KEYS:
+        value = values.get(key.name)
+        if key.kind is Kind.PATH and isinstance(value, str) and (found := _UNEXPANDED.search(value)):
+            raise ConfigError(
+                f"{key.name}={value!r}: {found.group(0)} is not expanded: env-file values are data, and "
+                "${NAME} refers only to a key set earlier in the same file",
+                f"write the path out ({found.group(0)} -> its value), or use ~ for your home directory",
+            )
+
+
 _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     lambda values: _unless_unset(check_exp_id, values["EXP_ID"]),
     lambda values: _unless_unset(check_bucket, values["S3_BUCKET"]),
@@ -383,6 +416,8 @@ _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     _check_model_type,
     _check_over_sampling,
     check_ray_tls_files_set,
+    _check_ray_ports,
+    _check_unexpanded,
 )
 
 
@@ -435,11 +470,32 @@ def missing_paths(config: Config) -> list[ConfigError]:
         else:
             base = Path(str(config[name]))
         path = base / inside
-        if not path.exists():
+        if name in ("DATA_PATH", "VAL_DATA_PATH") and path.is_dir():
+            jsonl = sorted(p.name for p in path.glob("*.jsonl"))[:3]
+            hint = f" (it holds {', '.join(jsonl)})" if jsonl else ""
+            problems.append(
+                ConfigError(f"{name}: {path} is a directory, not a file", f"name {what} itself{hint}")
+            )
+        elif not path.exists():
             if name == "MODEL_TYPE":
                 what += _closest_model_script(slime / "scripts" / "models", str(config[name]))
+            if name == "MODEL_DIR":
+                what += _hf_cache_hint(base)
             problems.append(ConfigError(f"{name}: {path} does not exist", f"expected {what}"))
     return problems
+
+
+def _hf_cache_hint(model_dir: Path) -> str:
+    """``; this is a Hugging Face cache entry: use <snapshot>`` when ``model_dir`` is the
+    ``models--org--name`` folder (or its ``snapshots``) of an HF cache, whose files live in
+    ``snapshots/<commit hash>/``."""
+    snapshots = model_dir / "snapshots" if (model_dir / "snapshots").is_dir() else model_dir
+    if snapshots.name != "snapshots":
+        return ""
+    found = sorted(p for p in snapshots.glob("*") if (p / "config.json").exists())
+    if not found:
+        return "; this is a Hugging Face cache folder: MODEL_DIR is its snapshots/<commit hash> folder"
+    return f"; this is a Hugging Face cache folder: use MODEL_DIR={found[-1]}"
 
 
 def _closest_model_script(models: Path, model_type: str) -> str:

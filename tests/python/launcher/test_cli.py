@@ -4,6 +4,7 @@ discipline, the run directory, and the shell quoting every rendered value goes t
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,13 @@ def test_real_run_execs_bash_on_the_script(env_file: Path, tmp_path: Path, monke
     )
     calls: list[tuple[str, list[str]]] = []
     monkeypatch.setattr(cli.os, "execvp", lambda prog, argv: calls.append((prog, argv)))
-    monkeypatch.setattr(cli.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    # every tool found; a path given as it is (TOOLKIT_JOB_PYTHON: the python running the tests)
+    monkeypatch.setattr(cli.shutil, "which", lambda tool, **_: tool if "/" in tool else f"/usr/bin/{tool}")
+    monkeypatch.setenv("TOOLKIT_JOB_PYTHON", sys.executable)
+    # credentials the run's workers would inherit (bin/train's gate looks for them; no AWS call)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("TOOLKIT_SAVED_PYTHONPATH", "unset")
     monkeypatch.setenv("PYTHONPATH", "/repo/python")
     assert cli.main([str(env_file)]) == 1  # only reached because execvp is replaced
