@@ -40,6 +40,7 @@ _setup() {
 
 @test "\$HOME or \$VAR in a path: said to be unexpanded, not a missing <cwd>/\$HOME/..." {
   local value
+  # shellcheck disable=SC2016 # the env-file lines hold a literal $HOME / $MODELS
   for value in 'DATA_PATH=$HOME/data/train.jsonl' "DATA_PATH='\${HOME}/data/train.jsonl'" 'MODEL_DIR=$MODELS/qwen'; do
     write_env "$WORK/exp.env" "$WORK/install" "$value"
     run -2 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"

@@ -100,7 +100,8 @@ def _exec_recorder(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     calls: list[list[str]] = []
     monkeypatch.setattr(train_cli.os, "execvp", lambda prog, argv: calls.append(argv))
     # every tool found; a path given as it is (TOOLKIT_JOB_PYTHON: the python running the tests)
-    monkeypatch.setattr(train_cli.shutil, "which", lambda tool, **_: tool if "/" in tool else f"/usr/bin/{tool}")
+    found = lambda tool, **_: tool if "/" in tool else f"/usr/bin/{tool}"  # noqa: E731
+    monkeypatch.setattr(train_cli.shutil, "which", found)
     monkeypatch.setenv("TOOLKIT_JOB_PYTHON", sys.executable)
     monkeypatch.setenv("TOOLKIT_SAVED_PYTHONPATH", "unset")
     return calls

@@ -45,14 +45,11 @@ def test_parallel_renders_of_one_experiment_are_serialized(
     run_dir = tmp_path / "runs" / "lock-exp"
     for _ in range(3):
         statuses: list[int] = []
-        threads = [
-            threading.Thread(
-                target=lambda n=n: statuses.append(
-                    cli.main(["--render-only", "--set", f"NUM_ROLLOUT={n}", str(env_file)])
-                )
-            )
-            for n in (1, 5)
-        ]
+
+        def render(rollout: int, into: list[int] = statuses) -> None:
+            into.append(cli.main(["--render-only", "--set", f"NUM_ROLLOUT={rollout}", str(env_file)]))
+
+        threads = [threading.Thread(target=render, args=(n,)) for n in (1, 5)]
         for thread in threads:
             thread.start()
             time.sleep(0.01)
@@ -78,7 +75,8 @@ def test_a_render_waits_for_another_render_but_not_for_a_live_run(
     finally:
         os.close(held)
     err = capsys.readouterr().err
-    assert f"bin/train: {run_dir} is in use by a run of this experiment: PID 4242 (train.sh); nothing was written" in err
+    refused = f"bin/train: {run_dir} is in use by a run of this experiment: PID 4242 (train.sh); nothing was"
+    assert refused in err
     assert sorted(p.name for p in run_dir.iterdir()) == [".run.lock"]
     # a render holds it: waited for, then rendered
     held = rundir.lock_run_dir(run_dir, "4243 lock-exp bin/train", wait=0)
