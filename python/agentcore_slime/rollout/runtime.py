@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import ipaddress
 import logging
 import os
 import threading
@@ -80,6 +81,18 @@ def _engine_url(args: Any) -> str:
     return f"http://{host}:{port}"
 
 
+def _beside_router(router_ip: str | None) -> str | None:
+    """Where the gateway binds when GATEWAY_HOST is unset: beside slime's router, on its address,
+    unless that is a loopback address (train.sh binds one node's engines and router to
+    127.0.0.1): agents, on ACR above all, cannot reach loopback, so then every interface, with
+    an address agents can reach advertised (None)."""
+    try:
+        loopback = router_ip is not None and ipaddress.ip_address(router_ip.strip("[]")).is_loopback
+    except ValueError:  # a host name
+        loopback = router_ip == "localhost"
+    return None if loopback else router_ip
+
+
 def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
     """The gateway's settings: toolkit.yaml's (``Key.gateway`` in the schema) plus slime's args.
 
@@ -101,7 +114,7 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
         cumulative_token_mode=config.cumulative_token_mode,
         tool_call_parser=config.sglang_tool_call_parser,
         reasoning_parser=config.sglang_reasoning_parser,
-        host=config.gateway_host or getattr(args, "sglang_router_ip", None),
+        host=config.gateway_host or _beside_router(getattr(args, "sglang_router_ip", None)),
         port=config.gateway_port,
         log_level=config.gateway_log_level,
         context_length=getattr(args, "sglang_context_length", None),

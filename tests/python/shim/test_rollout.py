@@ -190,6 +190,26 @@ def test_config_error_before_anything_starts(agents: Any, gateway: Any, shim_sta
     assert shim_state.factory_calls == [] and agent.invocations == [] and gateway.sampling == {}
 
 
+@pytest.mark.parametrize(
+    ("router_ip", "gateway_host", "bound"),
+    [
+        ("127.0.0.1", None, None),  # one node: train.sh binds slime's router to loopback
+        ("::1", None, None),
+        ("10.0.0.5", None, "10.0.0.5"),  # several nodes: beside the router, on its address
+        ("127.0.0.1", "10.0.0.9", "10.0.0.9"),  # GATEWAY_HOST wins
+    ],
+)
+def test_the_gateway_never_binds_loopback_because_slimes_router_does(
+    router_ip: str, gateway_host: str | None, bound: str | None
+) -> None:
+    """An unset GATEWAY_HOST means "beside slime's router", but a router on loopback (every
+    one-node run) is no address an agent on ACR can reach: the gateway then serves on every
+    interface and advertises a reachable address (host None), as bin/eval's does."""
+    args = make_args(agent_url="http://h:1", s3_bucket="rl-results", gateway_host=gateway_host)
+    args.sglang_router_ip = router_ip
+    assert runtime.gateway_config(runtime.load_config(args), args).host == bound
+
+
 def test_default_gateway_factory_names_missing_slime_args() -> None:
     config = runtime.load_config(make_args(agent_url="http://h:1", s3_bucket="rl-results"))
     with pytest.raises(ConfigError, match="hf_checkpoint: not set"):
