@@ -29,6 +29,9 @@ setup() {
         ;;
     esac
   done
+  # this test's own private runtime dir (the run locks): never the user's, where a real run of
+  # theirs on this node holds its locks (templates/lib/lock.sh; a test may set another)
+  export TOOLKIT_RUNTIME_DIR="$BATS_TEST_TMPDIR/rt"
   cd "$WORK" || return 1
   if declare -F _setup >/dev/null; then _setup; fi
 }

@@ -27,4 +27,6 @@ load ../test_helper
   [[ -z ${TOOLKIT_DEBUG:-} ]]
   [[ $HOME == "$BATS_TEST_TMPDIR/home" ]]
   [[ $PATH == "$STUB_DIR:"* ]]
+  # the run locks are the test's own, never those of the user's real runs on this node
+  [[ $TOOLKIT_RUNTIME_DIR == "$BATS_TEST_TMPDIR/rt" ]]
 }

@@ -29,3 +29,15 @@ _setup() {
   TOOLKIT_TEST_VENV=$WORK/venv run -127 --separate-stderr "$RUNNER" --no-install lint
   [[ $stderr == "tests/run: $WORK/venv/bin/python is Python 3.9; the tests need >= 3.11"* ]] || flunk "$stderr"
 }
+
+@test "tests/run names every failed test just before its closing line, which stays the last" {
+  mkdir -p "$WORK/venv/bin"
+  # a venv whose python passes the version check and whose bats reports one failure
+  printf '#!/usr/bin/env bash\ncase "$*" in *print*) echo 3.11 ;; esac\nexit 0\n' >"$WORK/venv/bin/python"
+  printf '#!/usr/bin/env bash\nprintf "1..3\\nok 1 first\\nnot ok 2 the second one fails\\n# detail\\nok 3 third\\n"\nexit 1\n' \
+    >"$WORK/venv/bin/bats"
+  chmod +x "$WORK/venv/bin/python" "$WORK/venv/bin/bats"
+  TOOLKIT_TEST_VENV=$WORK/venv run -1 "$RUNNER" --no-install bats
+  [[ ${lines[-1]} == "2 passed, 1 failed" ]] || flunk "$output"
+  [[ ${lines[-2]} == "tests/run: FAILED bats: the second one fails" ]] || flunk "$output"
+}
