@@ -241,6 +241,19 @@ class Run:
             time.sleep(0.1)
         raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
 
+    def worker_command(self, timeout: float = 180) -> list[str]:
+        """The worker's command a head prints: the whole line after "on each worker run:", once
+        it is there (the marker alone can arrive before the line: reading it then was an
+        IndexError)."""
+        self.wait_for("on each worker run:", timeout=timeout)
+        deadline = time.monotonic() + 30
+        while True:
+            lines = self.output.split("on each worker run:", 1)[1].split("\n")
+            if len(lines) >= 3:  # the marker line's end, the command line, and its end
+                return lines[1].split(": ", 1)[1].split()
+            assert time.monotonic() < deadline, f"no worker command after the marker:\n{self.output}"
+            time.sleep(0.1)
+
     def ctrl_c(self) -> None:
         """Type Ctrl-C on the terminal (the tty driver sends SIGINT to the foreground group)."""
         assert self.master is not None

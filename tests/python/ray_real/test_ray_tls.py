@@ -176,8 +176,7 @@ def _two_node_run_through_proxy(
     worker: Run | None = None
     proxy: RecordingProxy | None = None
     try:
-        head.wait_for("on each worker run:", timeout=180)
-        command = head.output.split("on each worker run:")[1].splitlines()[1].split(": ", 1)[1].split()
+        command = head.worker_command()
         host, port = command[2].rsplit(":", 1)
         proxy = RecordingProxy(machine_address(), (host, int(port)))
         worker = Run([*command[:2], f"{proxy.host}:{proxy.port}"], worker_env)
@@ -200,6 +199,7 @@ def _two_node_run_through_proxy(
 
 
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "cleartext-control"])
+
 def test_token_never_crosses_the_proxy_in_cleartext_with_tls(cluster: Cluster, tls: bool) -> None:
     captured, proxy, seen = _two_node_run_through_proxy(cluster, tls)
     token = cluster.token_file.read_bytes()

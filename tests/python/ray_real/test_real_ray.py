@@ -177,8 +177,7 @@ def test_two_nodes_on_one_machine_and_a_worker_that_dies(cluster: Cluster) -> No
         f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120",
     )
     head = _train(cluster, str(env_file))
-    head.wait_for("on each worker run:")
-    command = head.output.split("on each worker run:")[1].splitlines()[1].split(": ", 1)[1].split()
+    command = head.worker_command()
     assert command[:2] == ["bash", str(cluster.run_dir() / "join.sh")]
     worker_env = dict(
         cluster.env,
@@ -269,8 +268,7 @@ def _start_two_nodes(cluster: Cluster, sleep: float) -> tuple[Run, Run]:
         f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep {sleep}",
     )
     head = _train(cluster, str(env_file))
-    head.wait_for("on each worker run:")
-    command = head.output.split("on each worker run:")[1].splitlines()[1].split(": ", 1)[1].split()
+    command = head.worker_command()
     worker_env = dict(
         cluster.env,
         TOOLKIT_RAY_TEMP_DIR=str(cluster.worker_temp_dir),
