@@ -4,7 +4,7 @@
 Usage:
     .venv/bin/python benchmarks/bench_step.py [--episodes 256] [--delay 3.0] [--calls 3]
         [--s3 moto|light] [--s3-latency 0.02,0.05] [--steps 3] [--py-spy FILE]
-        [--gateway-processes 1]
+        [--gateway-processes 1] [--kill-engine-after SECONDS]
 
 Real parts, unchanged: slime's call of ``generate_rollout`` (the slime stand-in's types and a
 data source handing out groups of 8 copies of a prompt), the rollout's runtime with its
@@ -49,6 +49,12 @@ one JSON line per figure and a summary table:
 - ``cpu_by_process_s``: CPU seconds of each process during a step (rollout, gateway, engine,
   agent, S3): all share this machine's two cores, so a stand-in's CPU slows the others.
 
+``--kill-engine-after S``: two engines behind slime's router stand-in (``FakeRouter``), with
+slime's fault tolerance on (``--use-fault-tolerance``, health checks 1 s apart and 1 s timeout:
+the gateway retries an engine that went away for 1 + 1 + 30 s); in the last step engine 0 is
+killed S seconds in and removed from the router 2 s later, as slime's health monitor does. The
+step must still end with every episode's reward (the benchmark stops with an error otherwise).
+
 ``--py-spy FILE`` records the rollout process during the measured steps (``py-spy record``,
 raw collapsed stacks; install py-spy from PyPI). On a machine shared with other jobs
 compare ratios (step / ideal), not seconds.
@@ -83,6 +89,7 @@ sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
 from bench_gateway import cpu_seconds, serve_constant_reply  # noqa: E402  (benchmarks/ is on the path as the script's folder)
 
 GROUP = 8  # episodes per prompt group
+HEALTH_CHECK_S = 1.0  # --kill-engine-after: slime's health check interval and timeout
 #: (module, class, method) whose time on the calling thread is session management
 SESSION_CALLS = [
     ("agentcore_slime.gateway.process", "GatewayProcess", name)
@@ -96,6 +103,34 @@ RESULT_THREADS = ("agentcore-s3",)
 # ----------------------------------------------------------------------------- engine process
 def _engine_main(model_dir: str, delay: float, ready: Any, stop: Any) -> None:
     serve_constant_reply(model_dir, "The answer is 4.", delay, ready, stop)
+
+
+def _router_main(worker_urls: list[str], ready: Any, stop: Any) -> None:
+    """slime's router stand-in (fakes.sglang_server.FakeRouter) in front of the engines."""
+    from types import SimpleNamespace
+
+    from fakes.sglang_server import FakeRouter
+
+    router = FakeRouter([SimpleNamespace(url=url) for url in worker_urls])  # type: ignore[list-item]
+    ready.put(router.start())
+    stop.wait()
+    router.stop()
+
+
+def _kill_engine_later(proc: Any, router_url: str, after: float, removed_after: float) -> threading.Thread:
+    """Kill engine 0 ``after`` s from now, and remove it from the router ``removed_after`` s
+    later, as slime's health monitor does (interval + timeout)."""
+    import httpx
+
+    def kill() -> None:
+        time.sleep(after)
+        proc.kill()
+        time.sleep(removed_after)
+        httpx.delete(f"{router_url}/workers/w0", timeout=10)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
 
 
 # ----------------------------------------------------------------------------- agent process
@@ -458,10 +493,18 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
             roles = {"rollout": os.getpid()}
             s3_url, s3_env, bucket = _start_s3(options, servers, procs, stops, roles)
             os.environ.update(s3_env)
-            proc, engine_url, stop = _start(_engine_main, model_dir, options.delay)
-            procs.append(proc)
-            stops.append(stop)
-            roles["engine"] = proc.pid
+            engines = []
+            for i in range(2 if options.kill_engine_after else 1):
+                proc, engine_url, stop = _start(_engine_main, model_dir, options.delay)
+                procs.append(proc)
+                stops.append(stop)
+                roles[f"engine-{i}" if i else "engine"] = proc.pid
+                engines.append((proc, engine_url))
+            if options.kill_engine_after:  # two engines behind the router stand-in
+                proc, engine_url, stop = _start(_router_main, [url for _, url in engines])
+                procs.append(proc)
+                stops.append(stop)
+                roles["router"] = proc.pid
             proc, agent_url, stop = _start(_agent_main, options.calls, s3_env)
             procs.append(proc)
             stops.append(stop)
@@ -469,6 +512,9 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
 
             pool = options.gateway_processes
             args = _args(agent_url, bucket, model_dir, engine_url, options.episodes, pool)
+            if options.kill_engine_after:  # slime's fault tolerance, its checks 1 s apart
+                args.use_fault_tolerance = True
+                args.rollout_health_check_interval = args.rollout_health_check_timeout = HEALTH_CHECK_S
             rows = [{"prompt": f"q{i}", "metadata": {"q": i}} for i in range(options.episodes // GROUP)]
             source = ListDataSource(rows, GROUP)
             state = runtime._STATE
@@ -488,6 +534,9 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
                         time.sleep(1.0)
                     members = getattr(state.runtime.gateway, "members", []) if state.runtime else []
                     roles.update({f"gateway-{i}": member.pid or 0 for i, member in enumerate(members)})
+                    if options.kill_engine_after and step == options.steps - 1:  # the last step
+                        dead, removed_after = engines[0][0], 2 * HEALTH_CHECK_S
+                        _kill_engine_later(dead, engine_url, options.kill_engine_after, removed_after)
                     processes0 = {role: cpu_seconds(pid) for role, pid in roles.items() if pid}
                     before = meter.snapshot()
                     started = time.time()
@@ -513,8 +562,9 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
                     spy.wait(30)
                 state.reset()
     finally:
-        for stop in stops:
-            stop.set()
+        for proc, stop in zip(procs, stops, strict=True):
+            if proc.is_alive():  # a killed engine died waiting on its event: setting it would hang
+                stop.set()
         for proc in procs:
             proc.join(10)
             if proc.is_alive():
@@ -606,6 +656,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--py-spy", default="", help="record the measured step with py-spy into this file")
     parser.add_argument(
         "--gateway-processes", type=int, default=1, help="gateway processes (GATEWAY_PROCESSES; 0 = auto)"
+    )
+    parser.add_argument(
+        "--kill-engine-after", type=float, default=0.0,
+        help="two engines behind a router stand-in, with slime's fault tolerance; in the last step "
+        "engine 0 is killed this many seconds in (and removed from the router 2 s later)",
     )
     options = parser.parse_args(argv)
     if options.steps < 2:

@@ -371,6 +371,7 @@ class FakeRouter(ThreadedAiohttpServer):
             app.router.add_get(path, lambda r: web.Response(text="OK"))
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/workers", self._workers)
+        app.router.add_delete("/workers/{id}", self._remove)
         app.router.add_get("/get_model_info", self._model_info)
         return app
 
@@ -413,6 +414,11 @@ class FakeRouter(ThreadedAiohttpServer):
                 return web.Response(body=answer, status=resp.status, content_type="application/json")
         except aiohttp.ClientConnectionError as err:  # the worker died: the router's own 502
             return web.Response(status=502, text=f"worker {self.workers[index].url} unreachable: {err}")
+
+    async def _remove(self, request: web.Request) -> web.Response:
+        """``DELETE /workers/w<i>``: what slime's health monitor sends for a dead engine."""
+        self.remove_worker(int(request.match_info["id"].lstrip("w")))
+        return web.Response(status=202)
 
     async def _models(self, request: web.Request) -> web.Response:
         card = {"id": "unknown", "object": "model", "owned_by": "local"}
