@@ -170,3 +170,19 @@ def test_the_key_is_on_no_command_line_and_its_file_is_gone(engine: tuple[str, i
     assert any(b"--config\0" + str(key_file).encode() in line for line in lines)  # only the path
     assert not key_file.exists()  # read by the server at start, then deleted
     assert len(key) == 64
+
+
+def test_a_second_local_user_can_join_no_router_and_remove_no_engine(
+    engine: tuple[str, int, str, Path], other_user: OtherUser
+) -> None:
+    """Issue 34: with sglang-router 0.3.2 in front of bin/eval's engines, a second user's
+    ``POST /workers`` registered her worker (it then received the engine key and session ids)
+    and ``DELETE /workers/{id}`` removed a real engine. bin/eval starts no router now (e2e
+    test_bin_eval: no router.log, no sglang_router in its commands); what listens is the
+    engines, and there every worker route is refused to her as /generate is."""
+    url, _, _, _ = engine
+    worker = json.dumps({"url": "http://127.0.0.1:1"})
+    tries = (("/workers", worker, "POST"), ("/workers/w0", "", "DELETE"), ("/workers", "", "GET"))
+    for path, body, method in tries:
+        theirs = other_user.run(["/usr/bin/python3", "-c", PROBE, f"{url}{path}", body, method])
+        assert theirs.stdout.strip() == "401", (path, theirs.stdout, theirs.stderr)
