@@ -22,6 +22,7 @@ from ..scripts.render import RunPaths, shell_quote
 from ..settings.envfile import read_env_file
 from ..settings.errors import ConfigError
 from ..settings.validate import Config, parse_overrides, resolve
+from .rehearse_launch import DEFAULT_ENV, default_overrides
 from .render import SCRIPT, EvalRequest, commands, eval_engines, explicit_engines, plan_line, render_eval
 
 PROG = "bin/eval"
@@ -41,7 +42,7 @@ def _parser() -> _Parser:
     parser.add_argument("--checkpoint")
     parser.add_argument("--limit", type=int)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("env_file")
+    parser.add_argument("env_file", nargs="?")
     return parser
 
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         for line in str(exc).splitlines():
             say(line)
-        return 2
+        return int(getattr(exc, "status", 2))
 
 
 def check_eval(config: Config, limit: int | None) -> None:
@@ -125,10 +126,15 @@ def _run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     repo = Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
     runs_dir = Path(os.environ.get("TOOLKIT_RUNS_DIR") or repo / "runs").absolute()
-    env_file = Path(args.env_file)
-    config = resolve(read_env_file(env_file), parse_overrides(args.overrides), env_file, runs_dir)
+    stand_ins = args.rehearse and args.env_file is None
+    if args.env_file is None and not args.rehearse:
+        raise ConfigError("ENV_FILE is missing", f"{PROG} [options] ENV_FILE; or {PROG} --rehearse alone "
+                          "rehearses a training step with the toolkit's own example")
+    env_file = repo / DEFAULT_ENV if stand_ins else Path(args.env_file)
+    overrides = [*default_overrides(repo), *args.overrides] if stand_ins else args.overrides
+    config = resolve(read_env_file(env_file), parse_overrides(overrides), env_file, runs_dir)
     if args.rehearse:  # the wiring on CPU: no server, no checkpoint (evaluate/rehearse_launch.py)
-        return _rehearse(config, repo, runs_dir, env_file, argv, args)
+        return _rehearse(config, repo, runs_dir, env_file, argv, args, stand_ins)
     check_eval(config, args.limit)
     checkpoint = Path(args.checkpoint or str(config["MODEL_DIR"])).expanduser().absolute()
     request = EvalRequest(checkpoint, args.limit)
@@ -150,7 +156,8 @@ def _run(argv: list[str]) -> int:
 
 
 def _rehearse(
-    config: Config, repo: Path, runs_dir: Path, env_file: Path, argv: list[str], args: argparse.Namespace
+    config: Config, repo: Path, runs_dir: Path, env_file: Path, argv: list[str], args: argparse.Namespace,
+    stand_ins: bool,
 ) -> int:
     from .rehearse_launch import run_rehearsal
 
@@ -159,7 +166,7 @@ def _rehearse(
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
     run_dir = runs_dir / str(config["EXP_ID"])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)
-    return run_rehearsal(config, paths, args.limit, args.dry_run, say)
+    return run_rehearsal(config, paths, args.limit, args.dry_run, say, stand_ins)
 
 
 def _print_dry_run(config: Config, request: EvalRequest, run_dir: Path, argv: list[str]) -> None:

@@ -19,9 +19,14 @@ check, in bin/doctor's format (``PASS|WARN|FAIL rehearse.<check>: found (fix: ho
 - ``results``: its result landed under ``s3://<bucket>/<exp_id>/<input_id>/``;
 - ``reward``: the result holds a readable reward.
 
-The episodes are written as bin/eval writes them (``episodes.jsonl``, ``summary.json``) plus
-the report's episode records (``episodes/eval-0-rehearsal.jsonl``): ``bin/report <out dir>``
-shows every call of every episode. Exit status: 0 no check failed, 1 a check failed, 2 bad input.
+Each row runs ``--samples-per-prompt`` times (a GRPO group). The episodes then become the
+training step they stand for (:mod:`.rehearse_step`): samples made by the rollout's trace merge,
+advantages by the reward hook slime calls, ``metrics.jsonl``, ``episodes/train-000000.jsonl`` and
+``samples.jsonl`` as training records them, and ``report.html`` (bin/report's page, marked as a
+rehearsal, with every sample's loss mask). ``episodes.jsonl`` and ``summary.json`` are as
+bin/eval writes them. What is missing is stood in for and said (:mod:`.rehearse_parts`: S3 on
+loopback, the example agent, the toolkit's tokenizer). Exit status: 0 no check failed, 1 a check
+failed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -40,19 +45,29 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.gateway.engine import routing_key
-from agentcore_slime.observe.records import CallRecord, EpisodeRecord
-from agentcore_slime.observe.runlog import EPISODES_DIR, write_whole
+from agentcore_slime.observe.runlog import write_whole
 from agentcore_slime.preflight.report import Result, Status, exit_status, failed, passed, summary, warned
 from agentcore_slime.rundir import private_dir
 from agentcore_slime.settings.config import ToolkitConfig
 
 from .cli import UsageError, UsageParser, load_payloads, read_config, start_gateway
 from .episodes import Episode, EpisodeRunner, run_all
+from .rehearse_parts import StandIns, aws_credentials_found
+from .rehearse_step import make_step, record_step
 from .standin import ANSWER, SessionLog, StandInEngine, StandInPolicy
 from .summary import summarize
 
 PROG = "bin/eval --rehearse"
 DEFAULT_ROWS = 2
+#: episodes per row: a GRPO group of two, so the advantages are computed as training does
+DEFAULT_SAMPLES = 2
+#: the parts that are always real, said at the end of every rehearsal
+REAL_PARTS = (
+    "real: the gateway (its own process, the run's renderer and parsers), the training episode "
+    "launcher and its S3 result watcher, trace merging into samples (loss masks), the reward hook "
+    "(GRPO advantages), metrics.jsonl and the report"
+)
+NOT_REHEARSED = "not rehearsed: a model (no GPU, no weights, no SGLang), slime, learning (no update)"
 #: the dataset name the report's episode browser shows the rehearsal under
 DATASET = "rehearsal"
 BANNER = (
@@ -70,7 +85,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model-dir", required=True, help="the model's HF directory (its tokenizer only)")
     p.add_argument("--data", required=True, help="JSONL rows whose metadata are the agent's payloads")
     p.add_argument("--limit", type=int, default=DEFAULT_ROWS, help=f"rows to run (default {DEFAULT_ROWS})")
+    p.add_argument("--samples-per-prompt", type=int, default=DEFAULT_SAMPLES,
+                   help=f"episodes per row, a GRPO group (default {DEFAULT_SAMPLES})")
     p.add_argument("--out-dir", required=True, help="where the episodes and checks are written")
+    p.add_argument("--s3", choices=("auto", "loopback", "bucket"), default="auto",
+                   help="auto (default): the bucket when AWS credentials are found, else a store on "
+                        "loopback; loopback: always the loopback store; bucket: always the bucket")
+    p.add_argument("--example-agent", action="store_true",
+                   help="start examples/math_agent here at AGENT_URL's port (no agent was given)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -274,7 +296,7 @@ def check_gateway_address(url: str, acr: bool) -> Result:
 
 
 async def _episodes(
-    config: ToolkitConfig, gateway: RecordingGateway, payloads: list[Any], input_id: str
+    config: ToolkitConfig, gateway: RecordingGateway, payloads: list[Any], input_id: str, samples: int = 1
 ) -> list[Episode]:
     from agentcore_slime.episodes import make_runner
 
@@ -284,43 +306,23 @@ async def _episodes(
         launcher = make_runner(config, pool)
         try:
             runner = EpisodeRunner(gateway, launcher, pool, input_id, sampling)
-            return await run_all(runner, payloads, 1, config.max_concurrent)
+            return await run_all(runner, payloads, samples, config.max_concurrent)
         finally:
             await launcher.close()
 
 
-def records(episodes: Sequence[Episode], calls: dict[str, list[Any]]) -> list[EpisodeRecord]:
-    """The report's episode records (``episodes/eval-0-rehearsal.jsonl``), every call included."""
-    return [
-        EpisodeRecord(
-            session_id=e.session_id,
-            group=e.row,
-            index=number,
-            reward=e.reward,
-            failure_class=e.failure_class,
-            reason=e.failure_detail or "",
-            seconds=e.seconds,
-            calls=[CallRecord.from_trace(trace) for trace in calls.get(e.session_id, [])],
-            dataset=DATASET,
-            failure=e.failure_reason or "",
-        )
-        for number, e in enumerate(episodes)
-    ]
-
-
-def write_outputs(out_dir: Path, episodes: Sequence[Episode], calls: dict[str, list[Any]],
-                  checks: Sequence[Result], settings: dict[str, Any], seconds: float) -> None:
-    """Write what bin/eval writes (``episodes.jsonl``, ``summary.json`` with ``rehearsal: true``
-    and the checks) plus the report's records, each file whole and private."""
+def write_outputs(out_dir: Path, episodes: Sequence[Episode], checks: Sequence[Result],
+                  settings: dict[str, Any], seconds: float, parts: dict[str, Any]) -> None:
+    """Write what bin/eval writes (``episodes.jsonl``, ``summary.json`` with ``rehearsal: true``,
+    the checks and which parts were stand-ins), each file whole and private."""
     write_whole(out_dir / "episodes.jsonl", "".join(json.dumps(asdict(e)) + "\n" for e in episodes))
-    folder = private_dir(out_dir / EPISODES_DIR)
-    write_whole(folder / f"eval-0-{DATASET}.jsonl",
-                "".join(json.dumps(r.to_json()) + "\n" for r in records(episodes, calls)))
+    samples = max((e.sample for e in episodes), default=0) + 1
     document = {
         "rehearsal": True,
         "stand_in_policy": f"calls the first tool offered once, then answers {ANSWER!r}",
+        **parts,
         "checks": [{**asdict(c), "status": c.status.value} for c in checks],
-        **summarize(list(episodes), 1, seconds),
+        **summarize(list(episodes), samples, seconds),
         "settings": settings,
     }
     write_whole(out_dir / "summary.json", json.dumps(document, indent=1) + "\n")
@@ -334,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         args = parser().parse_args(argv)
-        if args.limit < 1:
-            raise UsageError(f"--limit {args.limit} must be at least 1")
+        if args.limit < 1 or args.samples_per_prompt < 1:
+            raise UsageError(f"--limit {args.limit} and --samples-per-prompt {args.samples_per_prompt} must "
+                             "be at least 1")
         if not Path(args.data).is_file():
             raise UsageError(f"--data {args.data} does not exist (point it at the training JSONL)")
         config = read_config(args.config)
@@ -351,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         say(f"cannot use --out-dir {out_dir}: {exc} (choose another directory)")
         return 2
-    return rehearse(config, payloads, args.model_dir, out_dir)
+    options = Options(args.samples_per_prompt, args.s3, args.example_agent)
+    return Rehearsal(config, payloads, args.model_dir, out_dir, options).run()
 
 
 def _data_check(payloads: list[Any]) -> Result:
@@ -363,16 +367,27 @@ def _data_check(payloads: list[Any]) -> Result:
                   f"{len(payloads)} row(s), each with a metadata object (the agent's payload)")
 
 
-def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path) -> int:
+@dataclass(frozen=True)
+class Options:
+    """How the rehearsal runs: episodes per row, which S3, whether to start the example agent."""
+
+    samples_per_prompt: int = DEFAULT_SAMPLES
+    s3: str = "auto"
+    example_agent: bool = False
+
+
+def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
+             options: Options | None = None) -> int:
     """Run the checks and the episodes; print one line per check; write the outputs.
 
     :param config: the run's settings (agent, bucket, gateway).
     :param payloads: the rows' metadata.
     :param model_dir: the model's HF directory (tokenizer and chat template).
     :param out_dir: where the outputs go.
+    :param options: episodes per row, S3, the example agent.
     :returns: the exit status (0 no check failed, 1 one did).
     """
-    return Rehearsal(config, payloads, model_dir, out_dir).run()
+    return Rehearsal(config, payloads, model_dir, out_dir, options).run()
 
 
 class Rehearsal:
@@ -382,7 +397,10 @@ class Rehearsal:
     starts no episode: every one would only time out).
     """
 
-    def __init__(self, config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path) -> None:
+    def __init__(self, config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
+                 options: Options | None = None) -> None:
+        self.options = options or Options()
+        self.stand_ins = StandIns(out_dir)
         self.config = config
         self.payloads = payloads
         self.model_dir = model_dir
@@ -392,11 +410,44 @@ class Rehearsal:
         self.checks: list[Result] = []
         self.input_id = f"rehearsal-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         self.started = time.monotonic()
+        self.step: dict[str, Any] = {}
 
     def run(self) -> int:
         """The whole rehearsal; returns the exit status."""
         say(self.banner)
-        self.checks += [_data_check(self.payloads), check_bucket(self.config)]
+        try:
+            return self.run_parts()
+        finally:
+            self.stand_ins.stop()
+
+    def start_stand_ins(self) -> Result | None:
+        """Stand in for what is missing (S3, tokenizer, agent); a failed start as its check."""
+        s3 = self.options.s3
+        if s3 == "loopback" or (s3 == "auto" and not aws_credentials_found()):
+            why = ("asked for (no env file)" if s3 == "loopback"
+                   else "no AWS credentials found on this machine")
+            self.stand_ins.loopback_s3(self.config.s3_bucket, self.config.region, why)
+        try:
+            self.model_dir = self.stand_ins.tokenizer(self.model_dir)
+        except Exception as exc:  # noqa: BLE001 - any failure to build is this one finding
+            return failed("rehearse.gateway", f"the stand-in tokenizer could not be built: {exc}",
+                          "pip install -e \"python/[rehearse]\" (tokenizers, transformers)")
+        if self.options.example_agent and self.config.agent_url:
+            try:
+                self.stand_ins.example_agent(_repo(), self.config.agent_url)
+            except RuntimeError as exc:
+                return failed("rehearse.agent", str(exc), "pip install -e \"python/[rehearse]\" brings "
+                              "the example agent's packages; its log says more")
+        return None
+
+    def run_parts(self) -> int:
+        """The checks and the episodes, the stand-ins started."""
+        self.checks.append(_data_check(self.payloads))
+        problem = self.start_stand_ins()
+        if problem is not None:
+            self.checks.append(problem)
+            return self.finish([], {}, {"skipped": "a stand-in did not start"})
+        self.checks.append(check_bucket(self.config))
         if self.checks[-1].status is Status.FAIL:
             return self.finish([], {}, {"skipped": "the bucket check failed"})
         try:
@@ -431,7 +482,8 @@ class Rehearsal:
             self.checks.append(check_gateway_address(gateway.url, self.acr))
             say(f"{len(self.payloads)} episode(s) of {wiring.agent} through {gateway.url}; results under "
                 f"{wiring.results}")
-            episodes = asyncio.run(_episodes(self.config, recording, self.payloads, self.input_id))
+            episodes = asyncio.run(_episodes(self.config, recording, self.payloads, self.input_id,
+                                             self.options.samples_per_prompt))
         finally:
             gateway.shutdown()
         # the stand-in knows a session by its routing key (the gateway never sends the id)
@@ -445,10 +497,24 @@ class Rehearsal:
             "gateway_url": gateway.url,
             "s3_results": wiring.results,
             "model_dir": self.model_dir,
+            "samples_per_prompt": self.options.samples_per_prompt,
             "acr_timeout": self.config.acr_timeout,
             "config": self.config.source,
         }
+        self.step = self.record_step(episodes, recording.calls, engine)
         return self.finish(episodes, recording.calls, settings)
+
+    def record_step(self, episodes: list[Episode], calls: dict[str, list[Any]],
+                    engine: StandInEngine) -> dict[str, Any]:
+        """The training step the episodes stand for: samples, advantages, the run's records."""
+        step = make_step(episodes, self.payloads, calls,
+                         {"reward_postprocessing": self.config.reward_postprocessing,
+                          "infra_failures": self.config.infra_failures})
+        tokenizer = engine.policy.tokenizer
+        record_step(self.out_dir, episodes, step, calls, time.monotonic() - self.started, tokenizer.decode)
+        trained = sum(sum(s.loss_mask) for s in step.samples)
+        return {"samples": len(step.samples), "trained_tokens": trained,
+                "advantages": [round(a, 4) for a in step.advantages]}
 
     def wiring(self, gateway_url: str) -> Wiring:
         """What the fixes name."""
@@ -461,15 +527,55 @@ class Rehearsal:
     ) -> int:
         """Write the outputs, print the lines; the exit status."""
         seconds = time.monotonic() - self.started
-        write_outputs(self.out_dir, episodes, calls, self.checks, settings, seconds)
+        policy = f"policy: calls the first tool offered once, then answers {ANSWER!r} (no model)"
+        parts = {"stand_ins": [policy, *self.stand_ins.lines],
+                 "real_parts": REAL_PARTS, "not_rehearsed": NOT_REHEARSED, "step": self.step}
+        write_outputs(self.out_dir, episodes, self.checks, settings, seconds, parts)
+        report = _write_report(self.out_dir)
         print(self.banner)
         for result in self.checks:
             print(result.line())
-        print(f"results: {self.out_dir} (bin/report {self.out_dir} shows every call)")
+        for line in parts["stand_ins"]:
+            print(f"stand-in {line}")
+        print(REAL_PARTS)
+        print(NOT_REHEARSED)
+        if self.step:
+            print(f"training step: {len(episodes)} episodes -> {self.step['samples']} samples, "
+                  f"{self.step['trained_tokens']} tokens with loss mask 1, advantages "
+                  f"{self.step['advantages']}{_no_signal(self.step['advantages'])} (metrics.jsonl, "
+                  "samples.jsonl)")
+        print(f"results: {self.out_dir}" + (f"; report: {report}" if report else
+                                             f" (bin/report {self.out_dir} writes its report)"))
         sys.stdout.flush()
         say(f"{summary(self.checks)} (a REHEARSAL with a stand-in policy: its rewards say nothing "
             "about any model)")
         return exit_status(self.checks)
+
+
+def _no_signal(advantages: Sequence[float]) -> str:
+    """What all-zero advantages mean (the stand-in answers alike, so its rewards are equal)."""
+    if advantages and not any(advantages):
+        return (": every group's rewards are equal, so training would learn nothing from this step "
+                "(as a real step whose groups all score the same)")
+    return ""
+
+
+def _repo() -> Path:
+    """The toolkit's checkout (examples/ is there)."""
+    import os
+
+    return Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
+
+
+def _write_report(out_dir: Path) -> Path | None:
+    """bin/report's page of the rehearsal (None when the report's packages are missing)."""
+    try:
+        from agentcore_slime.report.page import write_report
+
+        return write_report(out_dir)
+    except ImportError as exc:
+        say(f"no report.html: {exc} (pip install -e \"python/[rehearse]\", then bin/report {out_dir})")
+        return None
 
 
 if __name__ == "__main__":  # python -m agentcore_slime.evaluate.rehearse

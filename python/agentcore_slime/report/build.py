@@ -13,6 +13,8 @@ from agentcore_slime.observe.records import EpisodeRecord
 from agentcore_slime.observe.runlog import EPISODES_DIR, METRICS_FILE, read_json_lines
 from agentcore_slime.report.metrics_shape import LineNotes, conform_line, numbered_json_lines
 
+#: a rehearsal's samples, one JSON object each (evaluate/rehearse_step.py writes it)
+SAMPLES_FILE = "samples.jsonl"
 _EPISODES_NAME = re.compile(r"^(?P<kind>train|eval)-(?P<step>\d+)(?:-(?P<dataset>.+))?\.jsonl$")
 
 
@@ -46,6 +48,9 @@ class RunData:
     episode_files: list[EpisodeFile] = field(default_factory=list)
     evaluations: list[dict[str, Any]] = field(default_factory=list)  #: bin/eval's summary.json files
     notes: list[str] = field(default_factory=list)  #: what could not be shown, one sentence each
+    #: a rehearsal's summary.json (``bin/eval --rehearse``: stand-ins, checks), None for a run
+    rehearsal: dict[str, Any] | None = None
+    samples: list[dict[str, Any]] = field(default_factory=list)  #: a rehearsal's samples.jsonl
 
     @property
     def exp_id(self) -> str:
@@ -79,7 +84,19 @@ def load_run(run_dir: Path) -> RunData:
     data.eval = {name: [steps[s] for s in sorted(steps)] for name, steps in sorted(evals.items())}
     data.episode_files = _episode_files(run_dir / EPISODES_DIR, data.notes)
     data.evaluations = _evaluations(run_dir / "eval")
+    data.rehearsal = _rehearsal(run_dir)
+    if data.rehearsal is not None:
+        data.samples = [line for line in read_json_lines(run_dir / SAMPLES_FILE) if isinstance(line, dict)]
     return data
+
+
+def _rehearsal(run_dir: Path) -> dict[str, Any] | None:
+    """The summary of a rehearsal's directory (``"rehearsal": true``), None for anything else."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_bytes().decode("utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) and summary.get("rehearsal") is True else None
 
 
 def _evaluations(folder: Path) -> list[dict[str, Any]]:

@@ -137,8 +137,8 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
         )
     ]
     assert all(line.startswith("PASS") for line in lines.values()), done.stdout
-    assert (
-        "ran calculator for the stand-in's call and came back to the model (2 of 2"
+    assert (  # 2 rows, each a GRPO group of 2 episodes
+        "ran calculator for the stand-in's call and came back to the model (4 of 4"
         in lines["rehearse.tool-call"]
     )
     assert "2 passed" not in done.stderr and "0 failed" in done.stderr
@@ -149,14 +149,34 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
         "episodes",
         "toolkit.yaml",
         "env",
+        "metrics.jsonl",
+        "samples.jsonl",
+        "report.html",
     }
     summary = json.loads((out_dir / "summary.json").read_text())
-    assert summary["rehearsal"] is True and summary["episodes"] == 2 and summary["failed"] == 0
+    assert summary["rehearsal"] is True and summary["episodes"] == 4 and summary["failed"] == 0
     assert [c["status"] for c in summary["checks"]] == ["PASS"] * 9
+    # the user's agent, bucket and tokenizer were used: only the policy stood in, and it says so
+    assert [line.split(":")[0] for line in summary["stand_ins"]] == ["policy"]
+    assert "stand-in policy:" in done.stdout and "stand-in S3" not in done.stdout
+    # the training step the episodes stand for, recorded as training records one
+    [metrics] = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["kind"] == "train" and metrics["step"] == 0 and metrics["episodes"]["started"] == 4
+    samples = [json.loads(line) for line in (out_dir / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 4 and [(s["group"], s["index"]) for s in samples] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for sample in samples:  # the tool call sampled (1), the tool result and template glue bridged (0)
+        assert [bit for bit, _ in sample["loss_mask_runs"]] == [1, 0, 1], sample["loss_mask_runs"]
+        assert len(sample["loss_mask"]) == sample["response_tokens"] == len(sample["rollout_log_probs"])
+        assert "calculator" in sample["response_pieces"][0][1] and "<tool_response>" in sample["response_pieces"][1][1]
+        assert sample["raw_reward"] == 0.0 and sample["advantage"] == 0.0  # equal rewards: no signal
+    assert "every group's rewards are equal" in done.stdout
+    # its report: marked as a rehearsal, with every sample's loss mask
+    page = (out_dir / "report.html").read_text(encoding="utf-8")
+    assert "REHEARSAL of a training step" in page and 'id="samples"' in page and "training steps recorded" not in page
     # bin/report reads the rehearsal's directory: every call, the tool call and its result
     run = load_run(out_dir)
     [step] = run.episode_files
-    assert step.label == "eval step 0 (rehearsal)" and len(step.episodes) == 2
+    assert step.label == "train step 0" and len(step.episodes) == 4
     first = step.episodes[0]
     assert (
         first.turns == 2
@@ -168,7 +188,7 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
 
     assert report_main([str(out_dir)]) == 0  # bin/report <rehearsal dir>
     page = (out_dir / "report.html").read_text(encoding="utf-8")
-    assert "eval step 0 (rehearsal)" in page and "calculator" in page
+    assert "train step 0" in page and "calculator" in page
     listing = stand.s3.client().list_objects_v2(Bucket=stand.bucket, Prefix="rehearse-e2e/rehearsal-")
     assert {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]} == {
         f"{e.session_id}.json" for e in step.episodes
@@ -252,7 +272,8 @@ def test_an_agent_that_crashes_on_the_payload_is_one_line(
     assert _rehearse_acr(stand, tmp_path, monkeypatch, data=data) == 1
     lines = _lines(capsys.readouterr().out)
     assert lines["rehearse.payload"].startswith(
-        "FAIL rehearse.payload: the agent crashed on the payload of row 0 before calling the model"
+        "FAIL rehearse.payload: 2 of 2 episodes: the agent crashed on the payload of row 0 before calling "
+        "the model"
     )
     assert (
         "'two' is not a number" in lines["rehearse.payload"]
@@ -265,7 +286,7 @@ def test_an_agent_that_crashes_on_the_payload_is_one_line(
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--rehearse"], "bin/eval: the following arguments are required: env_file"),
+        (["--limit", "3"], "bin/eval: ENV_FILE is missing"),
         (["--rehearse", "/nonexistent/x.env"], "bin/eval: cannot read env file /nonexistent/x.env"),
     ],
 )
@@ -295,7 +316,7 @@ def test_an_agent_whose_network_does_not_reach_the_gateway_is_one_line(
     lines = _lines(capsys.readouterr().out)
     line = lines["rehearse.agent-reaches-gateway"]
     assert line.startswith(
-        "FAIL rehearse.agent-reaches-gateway: 2 of 2 episodes: the agent never reached the gateway at http://"
+        "FAIL rehearse.agent-reaches-gateway: 4 of 4 episodes: the agent never reached the gateway at http://"
     ), line
     assert (
         "cannot reach the policy model" in line and "(fix: the agent must reach this node's address" in line
@@ -330,10 +351,43 @@ def test_bad_options_exit_2_before_anything_starts(
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_model_dir_without_tokenizer_exits_2_before_anything_starts(stand: Stand, tmp_path: Path) -> None:
+def test_a_model_dir_without_tokenizer_gets_the_toolkits_and_says_so(
+    stand: Stand, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "empty-model"
     empty.mkdir()
-    done = _bin_eval(tmp_path, "--rehearse", str(_env_file(stand, tmp_path, MODEL_DIR=str(empty))))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert f"bin/eval: MODEL_DIR {empty} has no tokenizer" in done.stderr
-    assert not (tmp_path / "runs").exists()
+    monkeypatch.setattr(stand, "model_dir", empty)
+    assert _rehearse_acr(stand, tmp_path, monkeypatch, data=_rows(tmp_path, 1)) == 0
+    out = capsys.readouterr().out
+    built = tmp_path / "out" / "stand-in-tokenizer"
+    assert f"stand-in tokenizer: the toolkit's small Qwen2.5-like one ({built}): MODEL_DIR {empty} has none" in out
+    assert all(line.startswith("PASS") for line in _lines(out).values()), out
+
+
+def _rows(tmp_path: Path, count: int) -> Path:
+    """The first ``count`` prepared rows of the offline sample."""
+    path = tmp_path / "rows.jsonl"
+    lines = (REPO / "examples" / "data" / "gsm8k_sample_prepared.jsonl").read_text().splitlines()
+    path.write_text("".join(line + "\n" for line in lines[:count]))
+    return path
+
+
+def test_the_rehearsal_alone_runs_a_training_step_with_every_part_stood_in(tmp_path: Path) -> None:
+    """``bin/eval --rehearse`` with no env file, no AWS credentials and no model: the example agent
+    started here, S3 on loopback, the toolkit's tokenizer; each stand-in said."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run(
+        [str(REPO / "bin" / "eval"), "--rehearse", "--limit", "1"],
+        env={**env, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}", "TOOLKIT_PYTHON": sys.executable,
+             "TOOLKIT_RUNS_DIR": str(tmp_path / "runs"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+             "AWS_CONFIG_FILE": str(tmp_path / "none")},
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert all(line.startswith("PASS") for line in _lines(done.stdout).values()), done.stdout
+    for part in ("stand-in policy:", "stand-in S3: a store on loopback", "stand-in tokenizer:",
+                 "stand-in agent: the example math agent"):
+        assert part in done.stdout, done.stdout
+    assert "training step: 2 episodes -> 2 samples" in done.stdout
+    [out_dir] = (tmp_path / "runs" / "rehearsal" / "rehearsal").iterdir()
+    assert {"metrics.jsonl", "samples.jsonl", "report.html", "agent.log"} <= {p.name for p in out_dir.iterdir()}
