@@ -66,16 +66,20 @@ done = count("steps_done")
 total = count("num_rollout") or done
 left = max(total - done, 0) if total is not None and done is not None else None
 needed = None
-if spent is not None and left is not None and math.isfinite(spent + (per_step or 0) * left):
+if spent is not None and spent >= 0 and left is not None and math.isfinite(spent + (per_step or 0) * left):
     needed = math.ceil(spent + (per_step or 0) * left + 0.5)
 saved = count("last_saved_step")  # slime saves rollout N as iter_<N, 7 digits>
 where = "none: the run starts from MODEL_DIR"
 if saved is not None:
     where = f"{stop.get('save_dir') or 'SAVE_DIR'}/iter_{saved:07d} (rollout {saved})"
-words, given = [], shlex.split(command)
-while given:  # the same command, without --render-only / --dry-run and any earlier BUDGET_USD
+try:
+    given = shlex.split(command)
+except ValueError:
+    given = command.split()
+words = []
+while given:  # the same command, without --render-only / --dry-run and (a new one known) BUDGET_USD
     word = given.pop(0)
-    if word == "--set" and given and given[0].startswith("BUDGET_USD="):
+    if word == "--set" and given and given[0].startswith("BUDGET_USD=") and needed is not None:
         given.pop(0)
     elif word not in ("--render-only", "--dry-run"):
         words.append(word)

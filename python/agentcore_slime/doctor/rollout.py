@@ -89,6 +89,7 @@ def check_ports(ctx: Context) -> list[Result]:
     if first:  # process i of the gateway listens on GATEWAY_PORT + i
         more = range(1, gateway_pool_size(setting, concurrent))
         wanted += [("GATEWAY_PORT", first + i, f"gateway-{i}", f"gateway process {i}") for i in more]
+        wanted = [w for w in wanted if w[1] <= 65535]  # past it: bin/train refuses GATEWAY_PORT
     for key, default, slug, what in RAY_PORTS:
         value = ctx.value(key)  # None when the schema has no such key: Ray's default
         wanted.append((key, int(str(value)) if value is not None else default, slug, what))

@@ -1,8 +1,9 @@
 """The trace-capturing OpenAI-compatible gateway between agents and SGLang ``/generate``.
 
-The rollout starts one gateway per training process (:class:`GatewayProcess`: the
-:class:`Gateway` in a supervised child process), creates a session per episode, hands the
-session's base URL to the agent and reads back the per-call :class:`CallTrace` records.
+The rollout starts the gateway for its training process (:class:`~.pool.GatewayPool` of
+``GATEWAY_PROCESSES`` :class:`GatewayProcess`: the :class:`Gateway` in supervised child
+processes), creates a session per episode, hands the session's base URL to the agent and reads
+back the per-call :class:`CallTrace` records.
 See docs/gateway.md.
 """
 

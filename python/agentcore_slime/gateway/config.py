@@ -115,7 +115,7 @@ class GatewayConfig:
             self.engine_retries < 0
             or self.engine_retry_backoff < 0
             or self.engine_timeout <= 0
-            or self.engine_outage_seconds < 0
+            or not 0 <= self.engine_outage_seconds < math.inf
         ):
             raise ConfigError(
                 "engine_retries, engine_retry_backoff and engine_outage_seconds must be >= 0, "

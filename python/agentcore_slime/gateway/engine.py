@@ -61,6 +61,8 @@ ROUTING_HEADER = "X-SMG-Routing-Key"
 ENGINE_DOWN_SECONDS = 5.0
 #: a router's answers when the worker it chose is gone (or none is left for a moment)
 GONE_STATUSES = frozenset({502, 503, 504})
+#: how sglang-router's 500 begins when sending to the worker, or reading its answer, failed
+GONE_500_PREFIXES = ("Request failed", "Failed to get response body")
 #: the longest wait between two attempts at an engine that went away
 MAX_OUTAGE_BACKOFF = 5.0
 #: beyond slime's health check interval + timeout: the dead engine's shutdown and its removal
@@ -77,8 +79,10 @@ def outage_seconds(args: Any) -> float:
         return 0.0
     interval = getattr(args, "rollout_health_check_interval", None)
     timeout = getattr(args, "rollout_health_check_timeout", None)
-    numbers = [v if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 else 30.0
-               for v in (interval, timeout)]
+    numbers = [
+        v if isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf else 30.0
+        for v in (interval, timeout)
+    ]
     return float(sum(numbers)) + OUTAGE_SLACK_SECONDS
 
 
@@ -239,7 +243,7 @@ class EngineClient:
         headers = {"Content-Type": "application/json"}
         if routing_key:
             headers[ROUTING_HEADER] = routing_key
-        last, attempt, gone_since = "", 0, None
+        last, attempt, others, gone_since = "", 0, 0, None
         while True:
             attempt += 1
             rid = new_id("")
@@ -249,8 +253,11 @@ class EngineClient:
             try:
                 async with self.session.post(f"{url}/generate", data=body, headers=headers) as resp:
                     if resp.status >= 500:
-                        last = f"HTTP {resp.status}: {(await resp.text())[:200]}"
-                        gone = resp.status in GONE_STATUSES
+                        text = (await resp.text())[:200]
+                        last = f"HTTP {resp.status}: {text}"
+                        gone = resp.status in GONE_STATUSES or (
+                            resp.status == 500 and text.startswith(GONE_500_PREFIXES)
+                        )
                     elif resp.status != 200:  # SGLang: JSON {"error": ...}; a router's 422: plain text
                         text = await resp.text()
                         try:
@@ -262,6 +269,9 @@ class EngineClient:
                         )
                     else:
                         payload = _load_answer(await resp.read())
+            except aiohttp.ConnectionTimeoutError as err:  # a TimeoutError too: no connection, no request
+                last, gone = f"{type(err).__name__}: {err}", True
+                self._pass_over(url)
             except TimeoutError:
                 await self._abort(rid)
                 raise EngineError(
@@ -277,31 +287,39 @@ class EngineClient:
             except aiohttp.ClientError as err:
                 last = f"{type(err).__name__}: {err}"
                 gone = isinstance(err, aiohttp.ClientConnectionError)
-                if gone and len(self.engines) > 1:
-                    self._down[url] = time.monotonic() + ENGINE_DOWN_SECONDS  # the next engine serves
+                if gone:
+                    self._pass_over(url)
             except ValueError as err:
                 raise EngineError(f"malformed /generate answer: {err}", retryable=False) from None
             if payload is not None:
                 result = _result(payload, self.vocab_size)
                 result.attempts = attempt
                 return result
-            delay = self._retry_delay(attempt, gone, gone_since)
+            outage = gone and self.outage_seconds > 0
+            if outage and gone_since is None:
+                gone_since = time.monotonic()
+            others += not outage
+            delay = self._retry_delay(attempt, others, gone_since if outage else None)
             if delay is None:
                 break
-            if gone and gone_since is None:
-                gone_since = time.monotonic()
             await asyncio.sleep(delay)
         raise EngineError(f"engine {self.url} failed after {attempt} attempts: {last}", retryable=True)
 
-    def _retry_delay(self, attempt: int, gone: bool, gone_since: float | None) -> float | None:
-        """Seconds before the next attempt after failed ``attempt`` (1-based), or None: give up.
-        An engine that went away is retried through the outage window, any other failure (and
-        every failure without a window) ``retries`` times."""
-        delay = self.backoff * 2 ** (attempt - 1)
-        if gone and self.outage_seconds > 0:
-            waited = 0.0 if gone_since is None else time.monotonic() - gone_since
-            return min(delay, MAX_OUTAGE_BACKOFF) if waited < self.outage_seconds else None
-        return delay if attempt <= self.retries else None
+    def _retry_delay(self, attempt: int, others: int, gone_since: float | None) -> float | None:
+        """Seconds before the next attempt, or None: give up. ``attempt`` failed (1-based);
+        ``others`` of the attempts so far failed in another way than an engine that went away.
+        Within an outage (``gone_since``: its first failure) the call is retried until
+        ``outage_seconds`` have passed; other failures (and every failure without an outage
+        window) are retried ``retries`` times, counted apart from an outage's."""
+        if gone_since is not None:
+            delay = min(self.backoff * 2 ** min(attempt - 1, 16), MAX_OUTAGE_BACKOFF)
+            return delay if time.monotonic() - gone_since < self.outage_seconds else None
+        return self.backoff * 2 ** (others - 1) if others <= self.retries else None
+
+    def _pass_over(self, url: str) -> None:
+        """Several engines: the next ones serve ``url``'s sessions for a while (it went away)."""
+        if len(self.engines) > 1:
+            self._down[url] = time.monotonic() + ENGINE_DOWN_SECONDS
 
     def _engine_for(self, key: str | None) -> str:
         """The engine a session's call goes to: the url given, or (several engines) the one its

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 from agentcore_slime.settings.config import gateway_pool_size
 
 from .config import GatewayConfig
-from .process import GatewayProcess
+from .process import GatewayProcess, GatewayProcessDied
 from .trace import CallTrace
 
 
@@ -85,18 +86,24 @@ class GatewayPool:
             member.shutdown()
 
     # ------------------------------------------------------------------ sessions
-    def _place(self, session_id: str) -> GatewayProcess:
+    def _place(self, session_id: str) -> tuple[GatewayProcess, bool]:
+        """The member a new session goes to: the live one with the fewest sessions (any, when
+        none is alive: it then raises ``GatewayProcessDied``), and whether this placed it (a
+        session already placed stays where it is: creating it again fails there)."""
         with self._lock:
             index = self._where.get(session_id)
-            if index is None:
-                index = min(range(len(self.members)), key=self._live.__getitem__)
-                self._where[session_id] = index
-                self._live[index] += 1
-            return self.members[index]
+            if index is not None:
+                return self.members[index], False
+            live = [i for i, member in enumerate(self.members) if member.alive] or range(len(self.members))
+            index = min(live, key=self._live.__getitem__)
+            self._where[session_id] = index
+            self._live[index] += 1
+            return self.members[index], True
 
-    def _member(self, session_id: str) -> GatewayProcess:
+    def _member(self, session_id: str) -> GatewayProcess | None:
         with self._lock:
-            return self.members[self._where.get(session_id, 0)]
+            index = self._where.get(session_id)
+        return None if index is None else self.members[index]
 
     def _forget(self, session_id: str) -> None:
         with self._lock:
@@ -104,45 +111,76 @@ class GatewayPool:
             if index is not None:
                 self._live[index] -= 1
 
+    def _forget_when(
+        self, session_id: str, future: Future[Any], ended: Callable[[Future[Any]], bool]
+    ) -> None:
+        """Forget the session once ``future`` is done, if ``ended`` says nothing is left of it."""
+
+        def done(finished: Future[Any]) -> None:
+            if ended(finished):
+                self._forget(session_id)
+
+        future.add_done_callback(done)
+
     def create_session(self, session_id: str, sampling_params: dict[str, Any] | None = None) -> str:
+        member, placed = self._place(session_id)
         try:
-            return self._place(session_id).create_session(session_id, sampling_params)
+            return member.create_session(session_id, sampling_params)
         except BaseException:
-            self._forget(session_id)
+            if placed:  # no session was opened
+                self._forget(session_id)
             raise
 
     def submit_create(self, session_id: str, sampling_params: dict[str, Any] | None = None) -> Future[str]:
-        future = self._place(session_id).submit_create(session_id, sampling_params)
-
-        def placed(done: Future[str]) -> None:
-            if done.cancelled() or done.exception() is not None:  # no session was opened
+        member, placed = self._place(session_id)
+        try:
+            future = member.submit_create(session_id, sampling_params)
+        except BaseException:  # e.g. its child died before the operation was queued
+            if placed:
                 self._forget(session_id)
-
-        future.add_done_callback(placed)
+            raise
+        if placed:
+            self._forget_when(session_id, future, _not_opened)
         return future
 
     def traces(self, session_id: str) -> list[CallTrace]:
-        return self._member(session_id).traces(session_id)
+        return self._known(session_id).traces(session_id)
 
     def finish_session(self, session_id: str) -> list[CallTrace]:
         try:
-            return self._member(session_id).finish_session(session_id)
-        finally:
+            traces = self._known(session_id).finish_session(session_id)
+        except (KeyError, GatewayProcessDied):
             self._forget(session_id)
+            raise
+        self._forget(session_id)
+        return traces
 
     def submit_finish(self, session_id: str) -> Future[list[CallTrace]]:
-        future = self._member(session_id).submit_finish(session_id)
-        future.add_done_callback(lambda _: self._forget(session_id))
+        future = self._known(session_id).submit_finish(session_id)
+        self._forget_when(session_id, future, _session_gone)
         return future
 
     def delete_session(self, session_id: str) -> None:
+        member = self._member(session_id)
+        if member is None:
+            return  # never placed, or already finished or deleted: nothing is held for it
         try:
-            self._member(session_id).delete_session(session_id)
-        finally:
+            member.delete_session(session_id)
+        except (KeyError, GatewayProcessDied):  # nothing is held for it either
             self._forget(session_id)
+            raise
+        self._forget(session_id)
 
     def abort_session(self, session_id: str, **kwargs: Any) -> None:
-        self._member(session_id).abort_session(session_id, **kwargs)
+        member = self._member(session_id)
+        if member is not None:
+            member.abort_session(session_id, **kwargs)
+
+    def _known(self, session_id: str) -> GatewayProcess:
+        member = self._member(session_id)
+        if member is None:
+            raise KeyError(f"unknown session {session_id!r}")
+        return member
 
     def sessions_per_process(self) -> list[int]:
         with self._lock:
@@ -162,6 +200,20 @@ class GatewayPool:
                 else:
                     total[key] = max(total[key], value) if "_max_" in key else total[key] + value
         return {**total, "processes": each}
+
+
+def _not_opened(done: Future[Any]) -> bool:
+    """Whether a create opened no session (cancelled ones are deleted by GatewayProcess)."""
+    return done.cancelled() or done.exception() is not None
+
+
+def _session_gone(done: Future[Any]) -> bool:
+    """Whether a finish left nothing in its child: it took the traces, the session was unknown
+    there, or the child died (an error in between keeps the session known, to be deleted)."""
+    if done.cancelled():
+        return False
+    error = done.exception()
+    return error is None or isinstance(error, KeyError | GatewayProcessDied)
 
 
 __all__ = ["GatewayPool", "gateway_pool_size"]

@@ -260,6 +260,12 @@ class GatewayProcess:
         child = self._child
         return child.proc.pid if child is not None else None
 
+    @property
+    def alive(self) -> bool:
+        """Whether its child serves (started, not dead, not shut down)."""
+        child = self._child
+        return child is not None and not child.died and child.proc.poll() is None
+
     def start(self, engine_url: str) -> None:
         """Start the child and wait until it serves (or reports why it cannot).
 

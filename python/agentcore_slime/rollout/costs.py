@@ -143,7 +143,7 @@ class Ledger:
         if malformed:  # one line per step, never a crash: the figure counts 0 (the episode failed)
             logger.warning(
                 "%s rollout %d: %d episode(s) reported a %r that is not a number in 0..%g; counted as 0 "
-                "and the episodes failed (bad_cost)",
+                "(an episode with an otherwise good result failed as bad_cost)",
                 kind,
                 step,
                 malformed,

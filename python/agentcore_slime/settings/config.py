@@ -111,7 +111,8 @@ class ToolkitConfig:
     :param acr_tps_limit: new ACR calls per second (invoke and stop share it).
     :param max_concurrent: episodes in flight at once, across all groups.
     :param max_pool_connections: boto3 connection pool size (and worker threads).
-    :param gateway_host: address agents use to reach the gateway (None = slime's router ip).
+    :param gateway_host: address agents use to reach the gateway (None = slime's router ip, or,
+        when that is loopback, every interface and an address agents can reach).
     :param gateway_port: port of the trace-capturing gateway (0 = any free port; process i of a
         pool listens on ``gateway_port + i``).
     :param gateway_processes: gateway processes (0 = auto, see :func:`gateway_pool_size`).

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .checks import LOG_PASSRATE_HOW, check_agent, check_bucket, check_exp_id, check_global_batch_divides
+from .config import MAX_AUTO_PROCESSES
 from .credentials import refuse_secret_flags
 from .envfile import EnvEntry
 from .errors import ConfigError, raise_all
@@ -397,6 +398,20 @@ def _check_ray_ports(values: dict[str, Value]) -> None:
         )
 
 
+def _check_gateway_ports(values: dict[str, Value]) -> None:
+    """Process i of the gateway listens on GATEWAY_PORT + i: the last one must be a port."""
+    first, setting = values.get("GATEWAY_PORT"), values.get("GATEWAY_PROCESSES")
+    if not isinstance(first, int) or not first or not isinstance(setting, int):
+        return
+    processes = setting or MAX_AUTO_PROCESSES  # auto: at most this many, decided on the node
+    if first + processes - 1 > 65535:
+        raise ConfigError(
+            f"GATEWAY_PORT={first} with {processes} gateway processes (GATEWAY_PROCESSES={setting}) "
+            f"would need ports up to {first + processes - 1}",
+            "choose a GATEWAY_PORT that leaves room for one port per process, or GATEWAY_PORT=0",
+        )
+
+
 def _check_unexpanded(values: dict[str, Value]) -> None:
     """A path holding ``$HOME`` or ``${VAR}`` of the process environment: values are data."""
     for key in KEYS:
@@ -417,6 +432,7 @@ _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     _check_over_sampling,
     check_ray_tls_files_set,
     _check_ray_ports,
+    _check_gateway_ports,
     _check_unexpanded,
 )
 

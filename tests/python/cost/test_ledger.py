@@ -64,11 +64,13 @@ def test_no_agent_figure_reaches_a_total_as_anything_but_a_finite_number(tmp_pat
     ledger.before_step(1, None)  # decides on finite figures (and lets the run go on)
 
 
-def _budget_lines(marker: dict[str, Any] | str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _budget_lines(
+    marker: dict[str, Any] | str, tmp_path: Path, command: str = "bin/train exp.env"
+) -> subprocess.CompletedProcess[str]:
     (tmp_path / BUDGET_MARKER).write_text(marker if isinstance(marker, str) else json.dumps(marker))
-    script = f'source {LIB}/common.sh; source {LIB}/budget.sh; job_status 1 "$1" "bin/train exp.env"'
+    script = f'source {LIB}/common.sh; source {LIB}/budget.sh; job_status 1 "$1" "$2"'
     return subprocess.run(
-        ["bash", "-c", script, "bash", str(tmp_path)], check=False, capture_output=True, text=True
+        ["bash", "-c", script, "bash", str(tmp_path), command], check=False, capture_output=True, text=True
     )
 
 
@@ -89,6 +91,13 @@ def test_train_sh_prints_a_budget_stop_whatever_the_marker_holds(tmp_path: Path,
     assert shell.returncode == 3, shell.stderr
     assert "Traceback" not in shell.stderr
     assert "stopped by BUDGET_USD" in shell.stderr and "to go on" in shell.stderr
+
+
+def test_an_unknown_spend_keeps_the_users_own_budget_in_the_resume_command(tmp_path: Path) -> None:
+    marker = '{"spent_usd": Infinity, "budget_usd": 100, "steps_done": 2}'
+    shell = _budget_lines(marker, tmp_path, "bin/train --set BUDGET_USD=50 exp.env")
+    assert shell.returncode == 3 and "$? spent of $100.00" in shell.stderr
+    assert "remaining steps: bin/train --set BUDGET_USD=50 exp.env" in shell.stderr
 
 
 def test_train_sh_prints_the_resume_command_for_a_sound_marker(tmp_path: Path) -> None:

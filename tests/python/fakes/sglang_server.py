@@ -349,7 +349,8 @@ class FakeRouter(ThreadedAiohttpServer):
     - ``GET /workers`` lists the workers (``{"workers": [{"url": ..., ...}]}``);
       ``GET /get_model_info`` is proxied to the first worker; ``/model_info`` and
       ``POST /abort_request`` are 404 (the router does not route them).
-    - A worker that cannot be reached (it died) answers 502; :meth:`remove_worker` (what slime's
+    - A worker that cannot be reached (it died) answers 500 ``Request failed: ...`` (sglang-router's
+      ``send_typed_request``); :meth:`remove_worker` (what slime's
       health monitor does to a dead engine: ``DELETE /workers/{id}``) takes it out, and a key
       stuck to it moves to a worker left (the manual policy reassigns an unhealthy worker's keys).
     """
@@ -412,8 +413,8 @@ class FakeRouter(ThreadedAiohttpServer):
                 resp = await client.post(url, json=body, headers=headers)
                 answer = await resp.read()
                 return web.Response(body=answer, status=resp.status, content_type="application/json")
-        except aiohttp.ClientConnectionError as err:  # the worker died: the router's own 502
-            return web.Response(status=502, text=f"worker {self.workers[index].url} unreachable: {err}")
+        except aiohttp.ClientConnectionError as err:  # the worker died: the router's own 500
+            return web.Response(status=500, text=f"Request failed: {err}")
 
     async def _remove(self, request: web.Request) -> web.Response:
         """``DELETE /workers/w<i>``: what slime's health monitor sends for a dead engine."""

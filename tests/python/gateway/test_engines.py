@@ -7,6 +7,7 @@ tokenizer."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,8 +15,19 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pytest
 from agentcore_slime.gateway import Gateway, GatewayConfig
-from agentcore_slime.gateway.engine import OUTAGE_SLACK_SECONDS, ROUTING_HEADER, outage_seconds, routing_key
+from agentcore_slime.gateway.engine import (
+    OUTAGE_SLACK_SECONDS,
+    ROUTING_HEADER,
+    EngineClient,
+    EngineError,
+    EngineResult,
+    outage_seconds,
+    routing_key,
+)
+from aiohttp import web
+from fakes.http import ThreadedAiohttpServer
 from fakes.sglang_server import FakeRouter, FakeSGLang, text_policy
 
 
@@ -142,3 +154,47 @@ def test_the_outage_window_comes_from_slimes_fault_tolerance_args() -> None:
     args = SimpleNamespace(use_fault_tolerance=True, rollout_health_check_interval=30.0,
                            rollout_health_check_timeout=20.0)
     assert outage_seconds(args) == 30.0 + 20.0 + OUTAGE_SLACK_SECONDS
+
+
+class _Scripted(ThreadedAiohttpServer):
+    """An engine (or router) answering /generate with scripted statuses, then a valid answer."""
+
+    def __init__(self, statuses: list[tuple[int, str]]) -> None:
+        self.statuses = list(statuses)
+        self.seen = 0
+        app = web.Application()
+        app.router.add_post("/generate", self._generate)
+        super().__init__(app, name="scripted-engine")
+
+    async def _generate(self, request: web.Request) -> web.Response:
+        self.seen += 1
+        if self.statuses:
+            status, text = self.statuses.pop(0)
+            return web.Response(status=status, text=text)
+        meta = {"finish_reason": {"type": "stop"}, "output_token_logprobs": [[-0.1, 7, None]]}
+        return web.json_response({"output_ids": [7], "meta_info": meta})
+
+
+def _generate(url: str, **options: Any) -> EngineResult:
+    async def call() -> EngineResult:
+        client = EngineClient(url, backoff=0.01, **options)
+        await client.open()
+        try:
+            return await client.generate([1, 2], {"max_new_tokens": 1})
+        finally:
+            await client.close()
+
+    return asyncio.run(call())
+
+
+def test_an_ordinary_failure_after_an_outage_gets_its_own_retries() -> None:
+    """Five answers of a router whose worker died (500 "Request failed", 502), then one plain
+    500: the outage's attempts do not use up the retries of other failures (before: the plain
+    500 ended the call at once), and the call says how many attempts it took."""
+    gone = [(500, "Request failed: connection refused")] * 3 + [(502, "bad gateway")] * 2
+    with _Scripted([*gone, (500, "engine bug")]) as server:
+        result = _generate(server.url, retries=3, outage_seconds=30.0)
+    assert result.output_ids == [7] and result.attempts == 7
+    with _Scripted([*gone, (500, "engine bug")]) as server:
+        with pytest.raises(EngineError, match="after 4 attempts"):
+            _generate(server.url, retries=3)  # no outage window: every failure counts (as before)

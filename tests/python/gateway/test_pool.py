@@ -73,6 +73,11 @@ def test_sessions_spread_over_the_children_and_each_call_is_traced_on_its_own(
         assert len(pool.finish_session(sid)) == 1
     pool.delete_session("s3")
     assert sum(pool.sessions_per_process()) == 4
+    with pytest.raises(ValueError, match="exists"):  # a second create of a live session fails ...
+        pool.create_session("s4")
+    assert len(pool.traces("s4")) == 1 and sum(pool.sessions_per_process()) == 4  # ... and keeps it
+    with pytest.raises(KeyError):
+        pool.traces("never-created")
     assert pool.create_session("new").startswith(pool.urls[0])  # the child with fewest sessions
 
 
@@ -109,6 +114,12 @@ def test_a_dead_child_fails_only_its_sessions_and_is_restarted(start: Callable[.
             pool.traces(sid)
     for sid in alive:
         assert _call(bases[sid], "still here").status_code == 200 and len(pool.traces(sid)) == 1
+    for sid in dead:  # their episodes end (the rollout deletes what it could not finish)
+        with pytest.raises(GatewayProcessDied):
+            pool.delete_session(sid)
+    # the dead child holds the fewest sessions now, yet new ones go to the live child only
+    for i in range(3):
+        assert pool.create_session(f"new{i}").startswith(pool.urls[1])
     assert pool.ensure_running() is True
     base = pool.create_session("after")
     assert _call(base, "again").status_code == 200

@@ -118,6 +118,16 @@ def test_invalid_values(tmp_path: Path, line: str, message: str) -> None:
         _resolve(tmp_path, overrides={key: value})
 
 
+def test_every_gateway_process_gets_a_port(tmp_path: Path) -> None:
+    """Process i of the gateway listens on GATEWAY_PORT + i (auto: up to 8 processes)."""
+    for processes in ("8", "0"):
+        with pytest.raises(ConfigError, match="would need ports up to 65537"):
+            _resolve(tmp_path, overrides={"GATEWAY_PORT": "65530", "GATEWAY_PROCESSES": processes})
+    config = _resolve(tmp_path, overrides={"GATEWAY_PORT": "65530", "GATEWAY_PROCESSES": "2"})
+    assert config["GATEWAY_PROCESSES"] == 2
+    assert _resolve(tmp_path, overrides={"GATEWAY_PORT": "0", "GATEWAY_PROCESSES": "64"})["GATEWAY_PORT"] == 0
+
+
 def test_every_error_says_how_to_fix_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         _resolve(tmp_path, "NUMGPUS=4\n")

@@ -101,7 +101,7 @@ def test_a_step_costs_the_model_applied_to_every_episode_started(
     warnings = [r.getMessage() for r in caplog.records if "not a number in 0..100" in r.getMessage()]
     assert warnings == [
         f"train rollout 1: {malformed} episode(s) reported a 'cost_usd' that is not a number in 0..100; "
-        "counted as 0 and the episodes failed (bad_cost)"
+        "counted as 0 (an episode with an otherwise good result failed as bad_cost)"
     ]
     run = second["cost"]["run"]
     assert run["total_usd"] == pytest.approx(
