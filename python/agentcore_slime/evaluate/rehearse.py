@@ -480,7 +480,9 @@ class Rehearsal:
         wiring = self.wiring(gateway.url)
         try:
             self.checks.append(check_gateway_address(gateway.url, self.acr))
-            say(f"{len(self.payloads)} episode(s) of {wiring.agent} through {gateway.url}; results under "
+            say(f"{len(self.payloads) * self.options.samples_per_prompt} episode(s) ({len(self.payloads)} "
+                f"row(s) x {self.options.samples_per_prompt}) of {wiring.agent} through {gateway.url}; "
+                "results under "
                 f"{wiring.results}")
             episodes = asyncio.run(_episodes(self.config, recording, self.payloads, self.input_id,
                                              self.options.samples_per_prompt))

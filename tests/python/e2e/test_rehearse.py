@@ -163,16 +163,18 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
     [metrics] = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics["kind"] == "train" and metrics["step"] == 0 and metrics["episodes"]["started"] == 4
     samples = [json.loads(line) for line in (out_dir / "samples.jsonl").read_text().splitlines()]
-    assert len(samples) == 4 and [(s["group"], s["index"]) for s in samples] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [(s["group"], s["index"]) for s in samples] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for sample in samples:  # the tool call sampled (1), the tool result and template glue bridged (0)
         assert [bit for bit, _ in sample["loss_mask_runs"]] == [1, 0, 1], sample["loss_mask_runs"]
         assert len(sample["loss_mask"]) == sample["response_tokens"] == len(sample["rollout_log_probs"])
-        assert "calculator" in sample["response_pieces"][0][1] and "<tool_response>" in sample["response_pieces"][1][1]
+        pieces = sample["response_pieces"]
+        assert "calculator" in pieces[0][1] and "<tool_response>" in pieces[1][1]
         assert sample["raw_reward"] == 0.0 and sample["advantage"] == 0.0  # equal rewards: no signal
     assert "every group's rewards are equal" in done.stdout
     # its report: marked as a rehearsal, with every sample's loss mask
     page = (out_dir / "report.html").read_text(encoding="utf-8")
-    assert "REHEARSAL of a training step" in page and 'id="samples"' in page and "training steps recorded" not in page
+    assert "REHEARSAL of a training step" in page and 'id="samples"' in page
+    assert "training steps recorded" not in page
     # bin/report reads the rehearsal's directory: every call, the tool call and its result
     run = load_run(out_dir)
     [step] = run.episode_files
@@ -360,7 +362,8 @@ def test_a_model_dir_without_tokenizer_gets_the_toolkits_and_says_so(
     assert _rehearse_acr(stand, tmp_path, monkeypatch, data=_rows(tmp_path, 1)) == 0
     out = capsys.readouterr().out
     built = tmp_path / "out" / "stand-in-tokenizer"
-    assert f"stand-in tokenizer: the toolkit's small Qwen2.5-like one ({built}): MODEL_DIR {empty} has none" in out
+    assert f"stand-in tokenizer: the toolkit's small Qwen2.5-like one ({built}): MODEL_DIR {empty} has none" \
+        in out
     assert all(line.startswith("PASS") for line in _lines(out).values()), out
 
 
@@ -379,8 +382,8 @@ def test_the_rehearsal_alone_runs_a_training_step_with_every_part_stood_in(tmp_p
     done = subprocess.run(
         [str(REPO / "bin" / "eval"), "--rehearse", "--limit", "1"],
         env={**env, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}", "TOOLKIT_PYTHON": sys.executable,
-             "TOOLKIT_RUNS_DIR": str(tmp_path / "runs"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-             "AWS_CONFIG_FILE": str(tmp_path / "none")},
+             "TOOLKIT_RUNS_DIR": str(tmp_path / "runs"), "AWS_CONFIG_FILE": str(tmp_path / "none"),
+             "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")},
         capture_output=True, text=True, timeout=180, check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -390,4 +393,23 @@ def test_the_rehearsal_alone_runs_a_training_step_with_every_part_stood_in(tmp_p
         assert part in done.stdout, done.stdout
     assert "training step: 2 episodes -> 2 samples" in done.stdout
     [out_dir] = (tmp_path / "runs" / "rehearsal" / "rehearsal").iterdir()
-    assert {"metrics.jsonl", "samples.jsonl", "report.html", "agent.log"} <= {p.name for p in out_dir.iterdir()}
+    written = {p.name for p in out_dir.iterdir()}
+    assert {"metrics.jsonl", "samples.jsonl", "report.html", "agent.log"} <= written
+
+
+def test_a_python3_without_the_packages_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """``python3`` on PATH without the rehearsal's packages (here: one that sees no site-packages):
+    one line with the install command, exit 127, no empty results directory left."""
+    stub = tmp_path / "bin" / "python3"
+    stub.parent.mkdir()
+    stub.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stub.parent}:{os.environ['PATH']}", "TOOLKIT_PYTHON": sys.executable,
+           "TOOLKIT_RUNS_DIR": str(tmp_path / "runs")}
+    done = subprocess.run([str(REPO / "bin" / "eval"), "--rehearse"], env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 127, done.stdout + done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("bin/eval: python3 lacks aiohttp, httpx")
+    assert 'pip install -e "python/[rehearse]"' in line
+    assert done.stdout == "" and not (tmp_path / "runs").exists()

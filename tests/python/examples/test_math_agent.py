@@ -11,10 +11,12 @@ is computed from what really flowed through the tool.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import agent as math_agent
@@ -304,3 +306,23 @@ def test_an_unknown_protocol_stops_the_agent_at_start_up(monkeypatch: pytest.Mon
     assert math_agent.main(["--port", "8080"]) == 2
     error = capsys.readouterr().err
     assert "MATH_AGENT_PROTOCOL='grpc' is not one of chat, responses, anthropic, bedrock" in error
+
+
+def test_start_up_without_aws_credentials_serves_a_loopback_store(
+        s3: Bucket, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Results written to a store on this machine (bin/eval --rehearse's) need no credentials: the
+    agent starts, and its app's S3 client signs with placeholder ones the store does not check."""
+    endpoint = os.environ["AWS_ENDPOINT_URL_S3"]
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # restored after the test, whatever
+        monkeypatch.setenv(key, "before")                       # the agent sets in between
+    _no_aws_credentials(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", endpoint)
+    assert math_agent.check_s3_access(s3.name) is None
+    started: list[bool] = []
+    monkeypatch.setattr(math_agent, "create_app",
+                        lambda: SimpleNamespace(run=lambda **kw: started.append(True)))
+    assert math_agent.main(["--port", "8080"]) == 0 and started == [True]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "https://s3.example.com")  # not loopback: still refused
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    assert (math_agent.check_s3_access(None) or "").startswith("no AWS credentials found")
