@@ -162,6 +162,12 @@ def lock_run_dir(run_dir: Path, info: str, wait: float) -> int:
     try:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         private_dir(run_dir, follow=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the run directory {run_dir}: {exc.strerror or exc}",
+            "choose a TOOLKIT_RUNS_DIR you can write to; bin/train never writes through a link",
+        ) from exc
+    try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
     except OSError as exc:
         raise ConfigError(

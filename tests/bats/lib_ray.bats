@@ -86,6 +86,7 @@ b c
 }
 
 @test "export_worker_env exports credentials by name, never printing values" {
+  unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY # stub_cluster's stand-in credentials: only these two
   export WANDB_API_KEY=k-zq8W7vK3 AWS_PROFILE=p-zq8W7vK3
   run -0 export_worker_env
   assert_output "train.sh: workers inherit: WANDB_API_KEY AWS_PROFILE"

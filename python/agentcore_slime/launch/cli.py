@@ -180,9 +180,10 @@ OWN_OPTIONS = ("--dry-run", "--render-only", "--variant", "--set", "--skip-docto
 
 
 def _refuse_split_set(own: list[str]) -> None:
-    """``--set KEY VALUE`` (two words): say to join them, before argparse takes VALUE for the
-    env file and the env file for a slime flag."""
-    for at, word in enumerate(own[:-2]):
+    """``--set KEY VALUE`` (two words) followed by the env file: say to join them, before
+    argparse takes VALUE for the env file and the env file for a slime flag. (``--set KEY
+    FILE`` with nothing after is a KEY without a value: argparse's own message says so.)"""
+    for at, word in enumerate(own[:-3]):
         key, value = own[at + 1], own[at + 2]
         if word == "--set" and "=" not in key and not value.startswith("-"):
             fixed = shlex.join([PROG, *own[:at], "--set", f"{key}={value}", *own[at + 3 :]])

@@ -133,6 +133,18 @@ def make_cluster(root: Path) -> Cluster:
     """A fake slime install under ``root`` and free Ray ports; see the module docstring."""
     (root / "slime" / "scripts" / "models").mkdir(parents=True)
     shutil.copy(PROBE, root / "slime" / "train.py")
+    # the pinned slime stack, as train.sh reads it (templates/lib/slime.sh): slime's arguments.py
+    # and an sglang 0.5.13 package (its version and server_args.py only) on the job's PYTHONPATH
+    utils = root / "slime" / "slime" / "utils"
+    utils.mkdir(parents=True)
+    (utils / "arguments.py").write_text('parser.add_argument("--megatron-to-hf-mode")\n')
+    site = root / "site"
+    (site / "sglang" / "srt").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "srt" / "server_args.py").write_text('parser.add_argument("--cuda-graph-max-bs")\n')
+    (site / "sglang-0.5.13.dist-info").mkdir()
+    metadata = "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.13\n"
+    (site / "sglang-0.5.13.dist-info" / "METADATA").write_text(metadata)
     (root / "slime" / "scripts" / "models" / "probe.sh").write_text("MODEL_ARGS=(--num-layers 2)\n")
     (root / "Megatron-LM").mkdir()
     (root / "model").mkdir()
@@ -160,7 +172,7 @@ def make_cluster(root: Path) -> Cluster:
         TOOLKIT_RUNTIME_DIR=str(cluster.short / "rt"),
         RAY_USAGE_STATS_ENABLED="0",
     )
-    env.pop("PYTHONPATH", None)
+    env["PYTHONPATH"] = str(site)
     cluster.env = env
     return cluster
 

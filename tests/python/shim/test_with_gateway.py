@@ -107,7 +107,7 @@ def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_
     def script(payload: dict[str, Any], sid: str) -> Behaviour:
         if not killed:  # the first episode: its session is open, the agent runs; the gateway dies
             assert runtime._STATE.runtime is not None
-            pid = runtime._STATE.runtime.gateway.pid  # type: ignore[attr-defined]
+            pid = runtime._STATE.runtime.gateway.members[0].pid  # type: ignore[attr-defined]  # the one process
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
             return Behaviour(result={"rewards": 1.0})
@@ -131,7 +131,7 @@ def test_a_killed_gateway_process_fails_its_episodes_and_the_next_step_restarts_
         before = len(fake.requests)
         second = rollout.generate_rollout(args, 1, None, evaluation=True)
         gateway = runtime._STATE.runtime.gateway  # type: ignore[union-attr]
-        assert gateway.pid != killed[0] and gateway.url != first_url  # GATEWAY_PORT 0: a new port
+        assert gateway.members[0].pid != killed[0] and gateway.url != first_url  # GATEWAY_PORT 0: a new port
         assert second.data["val"]["rewards"] == [1.0] and second.metrics["eval/val/failed"] == 0
         assert len(fake.requests) == before + 1  # the agent's call went through the new gateway
     finally:
