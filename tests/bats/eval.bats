@@ -20,6 +20,7 @@ _setup() {
   export PYTHONPATH="$REPO_ROOT/tests/python/fakes/sglang_shim:$REPO_ROOT/tests/python"
   export FAKE_SGLANG_PIDS="$BATS_TEST_TMPDIR/server.pids" FAKE_SGLANG_ARGV="$BATS_TEST_TMPDIR/server.argv"
   export TOOLKIT_SERVER_GRACE=2
+  stub nvidia-smi # a GPU node (bin/eval looks it up, never calls it here)
   export TOOLKIT_RUNTIME_DIR="$BATS_TEST_TMPDIR/rt"
   start_stale_processes
   stub_evaluation
@@ -313,4 +314,26 @@ SCRIPT
   [[ ! -e $FAKE_SGLANG_PIDS ]] || flunk "a server started"
   run calls evaluate
   [[ -z $output ]] || flunk "the evaluation ran: $output"
+}
+
+@test "a machine without GPUs: said before anything starts, with the rehearsal to run instead" {
+  rm "$STUB_DIR/nvidia-smi"
+  PATH="$STUB_DIR:$REPO_ROOT/bin:$TEST_PYTHON_DIR:/usr/bin:/bin" \
+    run -2 --separate-stderr "$EVAL" --limit 8 "$WORK/exp.env"
+  [[ $stderr == "bin/eval: no GPU on this machine (nvidia-smi is not on PATH)"* ]] || flunk "$stderr"
+  [[ $stderr == *"to try the wiring here on CPU: bin/eval --rehearse $WORK/exp.env)" ]] || flunk "$stderr"
+  refute_calls
+  [[ ! -e $TOOLKIT_RUNS_DIR ]]
+}
+
+@test "--checkpoint at a Megatron iter_ directory points to the HF exports" {
+  local ckpt="$WORK/runs-x/checkpoints"
+  mkdir -p "$ckpt/iter_0000002" "$ckpt/hf/1"
+  run -2 --separate-stderr "$EVAL" --checkpoint "$ckpt/iter_0000002" "$WORK/exp.env"
+  [[ $stderr == *"$ckpt/iter_0000002 is a Megatron checkpoint, not an HF model directory: bin/eval serves HF weights, and its HF exports are in $ckpt/hf"* ]] ||
+    flunk "$stderr"
+  rm -r "$ckpt/hf"
+  run -2 --separate-stderr "$EVAL" --checkpoint "$ckpt/iter_0000002" "$WORK/exp.env"
+  [[ $stderr == *"none was written ($ckpt/hf does not exist): SAVE_HF=true writes one per save"* ]] || flunk "$stderr"
+  refute_calls
 }

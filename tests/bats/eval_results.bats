@@ -19,6 +19,7 @@ _setup() {
   export PYTHONPATH="$REPO_ROOT/tests/python/fakes/sglang_shim:$REPO_ROOT/tests/python"
   export FAKE_SGLANG_PIDS="$BATS_TEST_TMPDIR/server.pids" FAKE_SGLANG_ARGV="$BATS_TEST_TMPDIR/server.argv"
   export TOOLKIT_SERVER_GRACE=2
+  stub nvidia-smi # a GPU node (bin/eval looks it up, never calls it here)
   stub pkill "exit 1"
   stub pgrep "exit 1"
   # the results directory's clock is frozen; every other use of date is the real one

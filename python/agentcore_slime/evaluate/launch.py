@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -98,7 +100,16 @@ def check_eval(config: Config, limit: int | None) -> None:
 def missing_inputs(config: Config, checkpoint: Path) -> list[str]:
     """The files a real evaluation needs that do not exist, as messages."""
     problems = []
-    if not (checkpoint / "config.json").is_file():
+    if re.fullmatch(r"iter_\d+", checkpoint.name) and not (checkpoint / "config.json").is_file():
+        exports = checkpoint.parent / "hf"
+        where = f"its HF exports are in {exports}" if exports.is_dir() else (
+            f"none was written ({exports} does not exist): SAVE_HF=true writes one per save"
+        )
+        problems.append(
+            f"{checkpoint} is a Megatron checkpoint, not an HF model directory: bin/eval serves HF "
+            f"weights, and {where}"
+        )
+    elif not (checkpoint / "config.json").is_file():
         problems.append(
             f"{checkpoint} is not an HF model directory (no config.json): check --checkpoint / MODEL_DIR"
         )
@@ -122,6 +133,25 @@ def _check_tools() -> None:
             raise SystemExit(127)
 
 
+def _check_gpus(argv: list[str]) -> None:
+    """A machine without NVIDIA's driver tools has no GPU for SGLang: say so before anything
+    starts (its servers would die one by one), and how to try the wiring here instead."""
+    if shutil.which("nvidia-smi") is None:
+        words, given = [], list(argv)
+        while given:  # the same command, less what a rehearsal has no use for
+            word = given.pop(0)
+            if word in ("--limit", "--checkpoint") and given:
+                given.pop(0)
+            elif not word.startswith(("--limit=", "--checkpoint=")):
+                words.append(word)
+        rehearse = shlex.join([PROG, "--rehearse", *words])
+        raise ConfigError(
+            "no GPU on this machine (nvidia-smi is not on PATH): bin/eval serves the checkpoint "
+            "with SGLang on GPUs",
+            f"run it on a GPU node; to try the wiring here on CPU: {rehearse}",
+        )
+
+
 def _run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     repo = Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
@@ -141,6 +171,7 @@ def _run(argv: list[str]) -> int:
     _check_inputs(config, checkpoint, real_run=not args.dry_run)
     if not args.dry_run:
         _check_tools()
+        _check_gpus(argv)
     run_dir = runs_dir / str(config["EXP_ID"])
     command = " ".join(shell_quote(word) for word in [PROG, *argv])
     paths = RunPaths(repo=repo, run_dir=run_dir, env_file=str(env_file), command=command)

@@ -122,9 +122,9 @@ def _env_file(stand: Stand, exp_id: str) -> Path:
 
 
 def _stubs(directory: Path) -> Path:
-    """pkill/pgrep that record their argv and find nothing."""
+    """pkill/pgrep that record their argv and find nothing, and an nvidia-smi (a GPU node)."""
     directory.mkdir(exist_ok=True)
-    for name in ("pkill", "pgrep"):
+    for name in ("pkill", "pgrep", "nvidia-smi"):
         stub = directory / name
         stub.write_text(f'#!/usr/bin/env bash\necho "{name} $*" >>"{directory}/calls"\nexit 1\n')
         stub.chmod(0o755)
