@@ -61,6 +61,7 @@ def read_env_file(path: Path, problems: list[ConfigError] | None = None) -> dict
     found: list[ConfigError] = []
     bindings = list(parse_stream(io.StringIO(text)))
     _refuse_if_not_an_env_file(path, bindings)
+    _refuse_an_unclosed_quote(path, bindings)
     entries: dict[str, EnvEntry] = {}
     for binding in bindings:
         line = binding.original.line
@@ -120,6 +121,29 @@ def _refuse_if_not_an_env_file(path: Path, bindings: list[Binding]) -> None:
         f"lines are not KEY=VALUE (the first, line {first.original.line}: {snippet!r})",
         "pass a dotenv file of KEY=VALUE lines, such as examples/gsm8k.env",
     )
+
+
+_OPENED_QUOTE = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(['\"])(.*)$")
+
+
+def _refuse_an_unclosed_quote(path: Path, bindings: list[Binding]) -> None:
+    """A value whose quote is never closed swallows the lines after it: report that line alone
+    (the keys it swallowed would otherwise be reported missing, and references to them wrong).
+
+    :raises ConfigError: a line that does not parse opens a quote it never closes.
+    """
+    for binding in bindings:
+        if not binding.error:
+            continue
+        first = (binding.original.string.splitlines() or [""])[0]
+        opened = _OPENED_QUOTE.match(first)
+        if opened and opened.group(2) not in opened.group(3).replace("\\" + opened.group(2), ""):
+            key, quote, value = opened.groups()
+            raise ConfigError(
+                f"{path}:{binding.original.line}: the {quote} opened in {first.strip()!r} is never closed "
+                "(every line after it would be read as part of this value)",
+                f"close it: {key}={quote}{value.strip()}{quote}",
+            )
 
 
 def _cap_parse_errors(path: Path, found: list[ConfigError]) -> list[ConfigError]:

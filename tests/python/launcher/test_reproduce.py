@@ -204,6 +204,20 @@ def test_a_few_bad_lines_are_each_named_and_many_are_counted(tmp_path: Path) -> 
     assert "4 more lines cannot be parsed" in out.stderr
 
 
+def test_an_unclosed_quote_is_the_one_error_reported(tmp_path: Path) -> None:
+    """``EXP_ID="my-exp`` swallows every line after it: before, the right first line came with
+    three wrong ones (EXP_ID required, a ${EXP_ID} reference to "no earlier key", ...)."""
+    env_file = _env(tmp_path)
+    lines = env_file.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("EXP_ID="))
+    lines[at] = 'EXP_ID="my-exp'
+    env_file.write_text("\n".join([*lines, "WANDB_GROUP=${EXP_ID}-g"]) + "\n")
+    out = _train(tmp_path, "--dry-run", str(env_file))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert f"{env_file}:{at + 1}: the \" opened in 'EXP_ID=\"my-exp' is never closed" in out.stderr
+    assert '(close it: EXP_ID="my-exp")' in out.stderr
+
+
 def test_slime_flags_before_the_double_dash_point_to_it(tmp_path: Path) -> None:
     env_file = _env(tmp_path)
     out = _train(tmp_path, "--dry-run", str(env_file), "--rollout-top-k", "20")
