@@ -236,6 +236,9 @@ def compare(hf: dict[str, Any], words: list[str], script: str) -> list[Result]:
     :param script: the model script's name, for messages.
     """
     flags = last_values(words)
+    other = _another_model(hf, flags, script)
+    if other is not None:
+        return [other]
     results = []
     for pairing in PAIRINGS:
         name = f"model.{pairing.name}"
@@ -266,6 +269,32 @@ def compare(hf: dict[str, Any], words: list[str], script: str) -> list[Result]:
                 )
             )
     return results
+
+
+#: the shape of a model: when both differ, config.json is another model than the script's
+_SHAPE = ("num-layers", "hidden-size")
+
+
+def _another_model(hf: dict[str, Any], flags: dict[str, list[str]], script: str) -> Result | None:
+    """One FAIL when config.json and the model script disagree on the model's shape (layers
+    and hidden size): MODEL_TYPE names another model, and a flag-by-flag list would suggest
+    patching every one of them."""
+    pairings = {p.name: p for p in PAIRINGS if p.name in _SHAPE}
+    theirs = {name: pairing.hf(hf) for name, pairing in pairings.items()}
+    ours = {name: pairing.megatron(flags) for name, pairing in pairings.items()}
+    if any(v is None for v in (*theirs.values(), *ours.values())) or any(
+        pairings[name].same(ours[name], theirs[name]) for name in _SHAPE
+    ):
+        return None
+    layers, hidden = theirs["num-layers"], theirs["hidden-size"]
+    return failed(
+        "model.shape",
+        f"MODEL_DIR is not the model {script} describes: config.json has {layers} layers and hidden "
+        f"size {hidden}, {script} {ours['num-layers']} and {ours['hidden-size']}",
+        f"set MODEL_TYPE to the model script of this model (one with --num-layers {layers} "
+        f"--hidden-size {hidden} in SLIME_DIR/scripts/models/), or point MODEL_DIR at the model "
+        f"{script} is for",
+    )
 
 
 def load_config_json(model_dir: Path) -> tuple[dict[str, Any] | None, str]:

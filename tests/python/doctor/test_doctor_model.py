@@ -79,6 +79,23 @@ def test_each_mismatch_is_named_with_both_values_and_the_fix(
     assert failing == [check]
 
 
+def test_another_model_than_model_type_is_one_fail_not_a_fix_per_flag(
+    make_context: MakeContext, install: Path
+) -> None:
+    """A 3B's config.json (36 layers, hidden 2048) where the 32B script is named: one line that
+    says MODEL_DIR is another model (before: a FAIL per value, each "add --num-layers 36 ...")."""
+    config = install / "hf" / "qwen2.5-32b" / "config.json"
+    data = json.loads(config.read_text())
+    data.update(num_hidden_layers=36, hidden_size=2048, intermediate_size=11008, num_attention_heads=16)
+    config.write_text(json.dumps(data))
+    results = by_name(check_model(make_context(MODEL_DIR=str(config.parent))))
+    failing = [name for name, r in results.items() if r.status is Status.FAIL]
+    assert failing == ["model.shape"], [r.line() for r in results.values()]
+    shape = results["model.shape"]
+    assert shape.found.startswith("MODEL_DIR is not the model qwen2.5-32B.sh describes: config.json has 36")
+    assert shape.fix.startswith("set MODEL_TYPE to the model script of this model (one with --num-layers 36")
+
+
 def test_untied_config_without_the_untie_flag_fails() -> None:
     results = by_name(compare({"tie_word_embeddings": False}, ["--num-layers", "2"], "x.sh"))
     assert results["model.tied-embeddings"].status is Status.FAIL
