@@ -33,10 +33,13 @@ class Config:
 
     :param values: key name -> typed value, in schema order.
     :param source: where each explicitly set key came from (``file:line`` or ``--set``).
+    :param relative: the path keys given as relative paths (made absolute from the current
+        directory: a missing one's message says so).
     """
 
     values: dict[str, Value]
     source: dict[str, str]
+    relative: frozenset[str] = frozenset()
 
     def __getitem__(self, name: str) -> Value:
         return self.values[name]
@@ -125,12 +128,12 @@ def resolve(
             )
     for check in _CONSTRAINTS:
         _collect(found, check, values)
-    _apply_defaults(values, runs_dir)
+    relative = _apply_defaults(values, runs_dir)
     if problems is None:
         raise_all(found)
     else:
         problems.extend(found)
-    return Config(values, source)
+    return Config(values, source, relative)
 
 
 def _collect(problems: list[ConfigError], check: Callable[..., object], *args: object) -> bool:
@@ -212,16 +215,22 @@ def _convert(key: Key, text: str, where: str) -> Value:
         raise ConfigError(f"{key.name}={shown!r} ({where}): {exc}", expected(key)) from exc
 
 
-def _apply_defaults(values: dict[str, Value], runs_dir: Path) -> None:
-    """Fill the defaults that depend on other keys, and make paths absolute."""
+def _apply_defaults(values: dict[str, Value], runs_dir: Path) -> frozenset[str]:
+    """Fill the defaults that depend on other keys, and make paths absolute; returns the path
+    keys that were relative."""
     for key in KEYS:
         if key.default_from and values[key.name] is None:
             values[key.name] = values[key.default_from]
     if values["SAVE_DIR"] is None and _is_safe_exp_id(values["EXP_ID"]):
         values["SAVE_DIR"] = str(runs_dir / str(values["EXP_ID"]) / "checkpoints")
+    relative = set()
     for key in KEYS:
         if key.kind is Kind.PATH and values[key.name] is not None:
-            values[key.name] = str(Path(str(values[key.name])).expanduser().absolute())
+            given = Path(str(values[key.name])).expanduser()
+            if not given.is_absolute():
+                relative.add(key.name)
+            values[key.name] = str(given.absolute())
+    return frozenset(relative)
 
 
 def _is_safe_exp_id(exp_id: Value) -> bool:
@@ -497,6 +506,11 @@ def missing_paths(config: Config) -> list[ConfigError]:
                 what += _closest_model_script(slime / "scripts" / "models", str(config[name]))
             if name == "MODEL_DIR":
                 what += _hf_cache_hint(base)
+            if name in config.relative:
+                what += (
+                    f"; {name} was a relative path, taken from the current directory {Path.cwd()}, "
+                    "not the env file's folder: write it absolute, or run from that folder"
+                )
             problems.append(ConfigError(f"{name}: {path} does not exist", f"expected {what}"))
     return problems
 

@@ -145,6 +145,10 @@ def test_relative_paths_become_absolute(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     config = _resolve(tmp_path, overrides={"DATA_PATH": "data/t.jsonl"})
     assert config["DATA_PATH"] == str(tmp_path / "data" / "t.jsonl")
+    # missing, it is said from which folder it was taken, and that it is not the env file's
+    [problem] = [str(p) for p in missing_paths(config) if str(p).startswith("DATA_PATH")]
+    assert f"DATA_PATH was a relative path, taken from the current directory {tmp_path}" in problem
+    assert "not the env file's folder" in problem
 
 
 def test_missing_paths_lists_what_a_real_run_needs(tmp_path: Path) -> None:
