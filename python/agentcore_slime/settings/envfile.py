@@ -67,6 +67,17 @@ def read_env_file(path: Path, problems: list[ConfigError] | None = None) -> dict
         line = binding.original.line
         if binding.error:
             snippet = (binding.original.string.strip().splitlines() or [""])[0]
+            opened = _unclosed_quote(snippet)
+            if opened is not None:  # its key is known: nothing else says "required" or "not set"
+                key, quote, rest = opened
+                entries.setdefault(key, EnvEntry(None, line, broken=True))
+                found.append(
+                    ConfigError(
+                        f"{path}:{line}: the {quote} opened in {snippet!r} is never closed",
+                        f"close it: {key}={quote}{rest.strip()}{quote}",
+                    )
+                )
+                continue
             found.append(
                 ConfigError(
                     f"{path}:{line}: cannot parse {snippet!r}",
@@ -89,6 +100,8 @@ def read_env_file(path: Path, problems: list[ConfigError] | None = None) -> dict
             if not _SINGLE_QUOTED.match(binding.original.string):
                 value = _interpolate(path, line, binding.key, value, entries)
             entries[binding.key] = EnvEntry(value, line)
+        except _RefersToBroken:  # the key it refers to was reported on its own line
+            entries[binding.key] = EnvEntry(None, line, broken=True)
         except ConfigError as exc:
             found.append(exc)
             entries[binding.key] = EnvEntry(None, line, broken=True)
@@ -126,22 +139,33 @@ def _refuse_if_not_an_env_file(path: Path, bindings: list[Binding]) -> None:
 _OPENED_QUOTE = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(['\"])(.*)$")
 
 
-def _refuse_an_unclosed_quote(path: Path, bindings: list[Binding]) -> None:
-    """A value whose quote is never closed swallows the lines after it: report that line alone
-    (the keys it swallowed would otherwise be reported missing, and references to them wrong).
+class _RefersToBroken(Exception):
+    """A value refers to a key whose own line was reported: nothing more to say about it."""
 
-    :raises ConfigError: a line that does not parse opens a quote it never closes.
+
+def _unclosed_quote(line: str) -> tuple[str, str, str] | None:
+    """``(key, quote, rest)`` when ``line`` is ``KEY=`` then a quote never closed on it."""
+    opened = _OPENED_QUOTE.match(line)
+    if opened is None or opened.group(2) in opened.group(3).replace("\\" + opened.group(2), ""):
+        return None
+    return opened.group(1), opened.group(2), opened.group(3)
+
+
+def _refuse_an_unclosed_quote(path: Path, bindings: list[Binding]) -> None:
+    """A value whose quote is never closed on its line and that swallowed the lines after it
+    (a later quote closed it): report that line alone (the keys it swallowed would otherwise be
+    reported missing, and references to them wrong).
+
+    :raises ConfigError: such a line.
     """
     for binding in bindings:
-        if not binding.error:
-            continue
-        first = (binding.original.string.splitlines() or [""])[0]
-        opened = _OPENED_QUOTE.match(first)
-        if opened and opened.group(2) not in opened.group(3).replace("\\" + opened.group(2), ""):
-            key, quote, value = opened.groups()
+        lines = binding.original.string.strip().splitlines() or [""]
+        opened = _unclosed_quote(lines[0]) if binding.error and len(lines) > 1 else None
+        if opened is not None:
+            key, quote, value = opened
             raise ConfigError(
-                f"{path}:{binding.original.line}: the {quote} opened in {first.strip()!r} is never closed "
-                "(every line after it would be read as part of this value)",
+                f"{path}:{binding.original.line}: the {quote} opened in {lines[0].strip()!r} is never "
+                "closed (the lines after it were read as part of this value)",
                 f"close it: {key}={quote}{value.strip()}{quote}",
             )
 
@@ -165,6 +189,8 @@ def _interpolate(
         return None
     known = {name: entry.value for name, entry in earlier.items()}
     for atom in parse_variables(value):
+        if isinstance(atom, Variable) and atom.name in earlier and earlier[atom.name].broken:
+            raise _RefersToBroken(atom.name)
         if isinstance(atom, Variable) and atom.name not in known and atom.default is None:
             raise ConfigError(
                 f"{path}:{line}: {key} refers to ${{{atom.name}}}, "

@@ -33,7 +33,9 @@ from agentcore_slime.settings.variants import VARIANTS
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "fixtures" / "golden"
 FIXTURES = REPO / "tests" / "fixtures" / "launcher"
-INPUTS = sorted(REPO.glob("examples/*.env")) + [FIXTURES / "full.env", FIXTURES / "two_nodes.env"]
+#: the training examples (not examples/rehearsal.env: bin/eval --rehearse fills in its paths)
+EXAMPLES = sorted(p for p in REPO.glob("examples/*.env") if p.name != "rehearsal.env")
+INPUTS = EXAMPLES + [FIXTURES / "full.env", FIXTURES / "two_nodes.env"]
 #: (env file, variant) pairs with a golden: examples in every variant, the full fixture in sync,
 #: the two-node fixture in sync (multi-node runs colocate)
 CASES = [
