@@ -100,9 +100,10 @@ async def sample_groups(
             if not pending:
                 break  # the cap is reached and every started group is judged
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:  # done is no longer pending: counted once, as unjudged, below
+                pending.pop(task)
             unjudged = len(done)
             for task in done:
-                pending.pop(task)
                 result = task.result()
                 verdict, reason = judge(result)
                 # as slime counts it: every group not dropped yet (kept, running, unjudged)

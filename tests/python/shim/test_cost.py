@@ -93,11 +93,13 @@ def test_a_step_costs_the_model_applied_to_every_episode_started(
     assert cost["per_successful_episode_usd"] == pytest.approx(step["total_usd"] / 2)
     assert cost["run"] == step
     # the second step: a malformed figure counts 0 and fails its episode (bad_cost: its group,
-    # with no signal left, is dropped from the step but billed), with one warning for the step
+    # with no signal left, is dropped from the step but billed; how many of the replacement
+    # groups drew the malformed row depends on which ended first), with one warning for the step
     malformed = second["cost"]["malformed_agent_costs"]
-    assert malformed == 2
-    reported = second["cost"]["episodes_billed"] - malformed  # each of the others reported $0.25
-    assert second["cost"]["step"]["agent_usd"] == pytest.approx(0.25 * reported)
+    assert malformed >= 1
+    successes = second["cost"]["successful_episodes"] - cost["successful_episodes"]
+    assert successes >= 2  # each reported $0.25; no malformed figure was added
+    assert second["cost"]["step"]["agent_usd"] == pytest.approx(0.25 * successes)
     warnings = [r.getMessage() for r in caplog.records if "not a number in 0..100" in r.getMessage()]
     assert warnings == [
         f"train rollout 1: {malformed} episode(s) reported a 'cost_usd' that is not a number in 0..100; "

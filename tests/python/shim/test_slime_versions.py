@@ -83,6 +83,14 @@ def test_a_rejection_kept_when_insufficient_stops_sampling_where_a_plain_one_goe
     assert dropped.kept == [] and dropped.started == 6 and len(dropped.dropped) == 6
 
 
+def test_groups_that_end_together_are_each_counted_once() -> None:
+    """Two groups done in the same wake-up: neither is counted twice (still pending and
+    unjudged), so both are kept where two fill the step (before: both dropped, 2 more started)."""
+    plan = SamplingPlan(target=2, fetch_size=2, max_extra_groups=2)
+    outcome = _run(plan, [0.01, 0.01], (IF_INSUFFICIENT, "zero_std"))
+    assert sorted(outcome.kept) == [0, 1] and outcome.started == 2 and outcome.dropped == []
+
+
 def test_with_over_sampling_only_the_groups_needed_to_fill_the_step_are_kept() -> None:
     """3 groups run for a target of 2: the first rejected one is dropped (2 others remain), the
     next is kept (dropping it would leave 1), as slime's remaining_batch_size <= target."""
