@@ -202,7 +202,9 @@ acquire_eval_lock() { # <name>
   local dir gpus=${CUDA_VISIBLE_DEVICES:-all} holder_pid holder_name
   dir=$(toolkit_runtime_dir)
   ensure_private_dir "$dir"
-  TOOLKIT_RUN_SLOT=$(lock_slot eval "$gpus")
+  # the runtime dir in the key too: one user's evaluations under two runtime dirs (two test
+  # runs side by side) never stop each other's servers (the slot is also their marker)
+  TOOLKIT_RUN_SLOT=$(lock_slot eval "$dir $gpus")
   if ! take_lock "$dir/$TOOLKIT_RUN_SLOT.lock" "$$ $1 $gpus"; then
     read -r holder_pid holder_name _ <<<"$TOOLKIT_LOCK_HOLDER"
     die "another evaluation uses these GPUs ($gpus): ${holder_name:-?} (PID ${holder_pid:-?}) (wait for it to end, or set CUDA_VISIBLE_DEVICES to other GPUs)"

@@ -46,7 +46,7 @@ teardown() {
 # sglang.launch_server` of this user (left alone). Their PIDs: $STALE, $TRAINING, $UNMARKED.
 start_stale_processes() {
   local eval_marker train_marker
-  eval_marker="AGENTCORE_SLIME_RUN=$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot eval all")"
+  eval_marker="AGENTCORE_SLIME_RUN=$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot eval '$TOOLKIT_RUNTIME_DIR all'")"
   train_marker="AGENTCORE_SLIME_RUN=$(bash -c "source '$LIB_DIR/lock.sh'; lock_slot ray /tmp/ray-t")"
   env "$eval_marker" bash -c 'exec -a "python3 -m sglang.launch_server --model-path /old" /bin/sleep 60' >/dev/null 2>&1 &
   STALE=$!
