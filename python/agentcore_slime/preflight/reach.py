@@ -20,7 +20,8 @@ from .report import Result, failed, passed, warned
 _PROBE = Path(__file__).with_name("_credentials_probe.py")
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address, or a name it resolves to) is this machine's loopback."""
     if host.lower() == "localhost":
         return True
     try:
@@ -62,7 +63,7 @@ def check_gateway_address(ctx: Context) -> Result:
     address = str(host) if host else where.split()[0]
     if ctx.value("AGENT_RUNTIME_ARN") is None:
         return passed(name, f"{where}; agents run locally (AGENT_URL)")
-    if _is_loopback(address):
+    if is_loopback(address):
         return failed(
             name,
             f"{where} is a loopback address, which agents on ACR cannot reach (every episode would time out)",

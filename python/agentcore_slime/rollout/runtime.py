@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import ipaddress
 import logging
 import os
 import threading
@@ -86,11 +85,9 @@ def _beside_router(router_ip: str | None) -> str | None:
     unless that is a loopback address (train.sh binds one node's engines and router to
     127.0.0.1): agents, on ACR above all, cannot reach loopback, so then every interface, with
     an address agents can reach advertised (None)."""
-    try:
-        loopback = router_ip is not None and ipaddress.ip_address(router_ip.strip("[]")).is_loopback
-    except ValueError:  # a host name
-        loopback = router_ip == "localhost"
-    return None if loopback else router_ip
+    from agentcore_slime.preflight.reach import is_loopback
+
+    return None if router_ip is not None and is_loopback(router_ip) else router_ip
 
 
 def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
