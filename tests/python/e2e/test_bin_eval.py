@@ -332,7 +332,9 @@ def test_bin_eval_two_engines_without_a_router(stand: Stand, tmp_path: Path) -> 
 
 
 def test_bin_eval_one_engine_dies_mid_run(stand: Stand, tmp_path: Path) -> None:
-    """Engine 1 crashes when its 3rd call arrives: the run goes on, every episode is accounted for
+    """Engine 1 crashes once the engines have served 3 calls between them (not at its own 3rd:
+    which sessions reach it depends on their random ids' digests, and in about one run in 20 it
+    would get fewer than 3 calls and never die): the run goes on, every episode is accounted for
     (the agent's outcome, or an infrastructure failure with its reason code), the summary is
     written and printed, and bin/eval exits 1 naming the dead engine.
 
@@ -358,5 +360,4 @@ def test_bin_eval_one_engine_dies_mid_run(stand: Stand, tmp_path: Path) -> None:
     assert summary["failures"]["by_reason"] == {r: reasons.count(r) for r in sorted(set(reasons))}
     assert summary["mean_reward"] == pytest.approx(
         sum(e["reward"] for e in episodes if e["failure_class"] is None) / summary["valid"])
-    served = _sessions_by_engine(requests)
-    assert len(served) == 2  # engine 1 served calls before it died
+    assert len(requests.read_text().splitlines()) >= 3  # the calls that ended engine 1

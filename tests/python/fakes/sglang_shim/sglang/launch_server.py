@@ -13,7 +13,10 @@ check that the whole process group is stopped. Behaviour from the environment:
 - ``FAKE_SGLANG_REQUESTS``: a file each ``POST /generate`` appends ``<port> <X-SMG-Routing-Key>``
   to (which engine served which session, behind a router).
 - ``FAKE_SGLANG_DIE_ON_GPU`` / ``FAKE_SGLANG_DIE_AFTER_REQUESTS``: the engine started with that
-  ``--base-gpu-id`` exits with status 3 (its scheduler crashed) when its Nth ``/generate`` arrives.
+  ``--base-gpu-id`` exits with status 3 (its scheduler crashed) once N ``/generate`` calls have
+  been served by all engines together (counted in ``FAKE_SGLANG_REQUESTS``, which it then
+  needs), or when its own Nth arrives. Counting every engine's calls makes the death certain:
+  how many sessions reach one engine depends on the random session ids' digests.
 
 ``--api-key`` (or ``api-key`` in the YAML of ``--config``, as SGLang 0.5.13 reads it) turns on
 SGLang's key check (:func:`require_api_key`).
@@ -88,7 +91,8 @@ def require_api_key(app: web.Application, api_key: str) -> None:
 
 
 def record_requests(app: web.Application, port: int, log: str, die_after: int | None) -> None:
-    """Append ``<port> <routing key>`` per /generate to ``log``; exit 3 at the ``die_after``-th."""
+    """Append ``<port> <routing key>`` per /generate to ``log``; with ``die_after``, exit 3 once
+    ``log`` holds that many calls (any engine's) or this engine's own ``die_after``-th arrives."""
     served = [0]
 
     @web.middleware
@@ -101,7 +105,25 @@ def record_requests(app: web.Application, port: int, log: str, die_after: int | 
                 handle.write(f"{port} {request.headers.get('X-SMG-Routing-Key', '-')}\n")
         return await handler(request)  # type: ignore[no-any-return]
 
+    async def die_when_served(_app: web.Application) -> None:
+        async def watch() -> None:
+            while _served_in(log) < (die_after or 0):
+                await asyncio.sleep(0.02)
+            _die()
+
+        app["die_watch"] = asyncio.create_task(watch())
+
     app.middlewares.append(recording)
+    if die_after is not None and log != os.devnull:
+        app.on_startup.append(die_when_served)
+
+
+def _served_in(log: str) -> int:
+    try:
+        with open(log, encoding="utf-8") as handle:
+            return sum(1 for _ in handle)
+    except FileNotFoundError:
+        return 0
 
 
 def fixed_policy(input_ids: list[int], sampling_params: dict[str, Any]) -> Completion:
