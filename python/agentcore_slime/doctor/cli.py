@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for result in results:
             print(result.line())
-    # what the run would cost (README "What will this cost?"): information, never a verdict
+    # what the run would cost (docs/cost.md): information, never a verdict
     for line in estimate(config, runs_dir, args.variant).lines():
         print(f"{PROG}: {line}", file=sys.stderr)
     print(f"{PROG}: {summary(results)}", file=sys.stderr)

@@ -131,7 +131,7 @@ def _reward(value: float | None) -> str:
 def evaluation_cost(
     config: ToolkitConfig, episodes: Sequence[Episode], wall_seconds: float
 ) -> dict[str, Any]:
-    """What the evaluation cost, by part (README "What will this cost?"): one node's GPUs for its
+    """What the evaluation cost, by part (docs/cost.md): one node's GPUs for its
     wall time (NODE_HOUR_USD), AgentCore from each episode's session-seconds, what the agents
     reported (AGENT_COST_KEY).
 
