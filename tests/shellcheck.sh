@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Summary: shellcheck every shell file the project ships
 #
-# Complete renders are checked by tests/python/launcher/test_golden.py (the goldens leave the
+# Complete renders are checked by tests/python/scripts/test_golden.py (the goldens leave the
 # library block out, so they are not whole scripts).
 #
 # Usage: tests/shellcheck.sh

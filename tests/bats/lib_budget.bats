@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # templates/lib/budget.sh, sourced directly: a run BUDGET_USD stopped exits 3 and says how to go on;
-# any other end keeps the job's status. (tests/python/shim/test_cost.py feeds it the marker the
+# any other end keeps the job's status. (tests/python/rollout/test_costs.py feeds it the marker the
 # real rollout writes.)
 
 load ../test_helper

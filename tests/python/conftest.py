@@ -1,7 +1,8 @@
 """Root pytest configuration shared by every test directory.
 
-Sub-directories (shim/, gateway/, launcher/, e2e/) keep their own fixtures in their
-own conftest.py. Nothing here may reach the internet or a model hub.
+The test folders mirror the package's rooms (docs/layout.md; tests/python/test_layout.py).
+Fixtures that several rooms use live in fakes/ and are registered here; a fixture of one folder
+stays in its own conftest.py. Nothing here may reach the internet or a model hub.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from collections.abc import Iterator
 import pytest
 from other_user import OtherUser
 from other_user import other_user as make_other_user
+
+#: the rollout stand-ins (local S3, stand-in agents and gateway, the rollout's state holder), the
+#: repository's paths, and bin/doctor's check context (doctor/ and preflight/ tests)
+pytest_plugins = ["fakes.rollout_fixtures", "fakes.repo_fixtures", "fakes.doctor_fixtures"]
 
 # Never let transformers / huggingface_hub try the network: tests build what they need.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

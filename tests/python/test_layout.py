@@ -5,7 +5,10 @@ The import graph is read from the source (``ast``), every import counted: at the
 function (imported late) or under ``TYPE_CHECKING``; each is a dependency of the design. The
 tests check that no two modules import each other (directly or round a loop), that every room is
 declared in :data:`LAYERS`, and that no room imports a room of its own layer or above. A new room
-(or a move) means a line in :data:`LAYERS`: README's "Where things are" shows the same layers.
+(or a move) means a line in :data:`LAYERS`: docs/layout.md shows the same layers.
+
+The tests mirror the package: each folder of tests/python is named for the room it tests, or is
+one of the few cross-cutting folders in :data:`CROSS_CUTTING`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("rewards",),  # the path slime loads the reward hook from (agentcore_slime.rewards)
 )
 LAYER = {room: number for number, rooms in enumerate(LAYERS) for room in rooms}
+#: the test folders that test no one room, and why
+CROSS_CUTTING = {
+    "e2e": "the bin/ commands end to end, as a user runs them",
+    "ray_real": "the rendered scripts on a real Ray cluster (CPU, GPUs declared)",
+    "slime_standin": "slime's own types and loaders, stood in (and the stand-in's own test)",
+    "fakes": "stand-ins and fixtures the other folders share (no tests)",
+    "examples": "examples/: the math agent, its grading, the data preparation",
+}
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,15 @@ def test_every_room_is_declared_and_every_declared_room_exists() -> None:
     rooms = {path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
     rooms |= {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
     assert rooms == set(LAYER), "declare a new room in LAYERS (and README's layout), or drop a gone one"
+
+
+def test_every_test_folder_names_a_room_or_a_cross_cutting_job() -> None:
+    tests = REPO / "tests" / "python"
+    folders = {path.name for path in tests.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert folders - set(LAYER) - set(CROSS_CUTTING) == set(), (
+        "a test folder is named for the room it tests (LAYERS), or is one of CROSS_CUTTING"
+    )
+    assert not list((tests / "fakes").glob("test_*.py")), "fakes/ holds what tests share, not tests"
 
 
 def test_no_import_cycle_between_modules(edges: list[Edge]) -> None:

@@ -589,7 +589,7 @@ ADVANTAGE_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus", "reinfor
 
 #: slime flags the toolkit renders from an env key: a second copy in EXTRA_FLAGS or after
 #: ``--`` would silently win (argparse keeps the last), so the env key is the one place to set
-#: it. tests/python/launcher/test_validate.py checks this table against the render.
+#: it. tests/python/settings/test_validate.py checks this table against the render.
 FLAGS_OWNED_BY_KEYS = {
     "--hf-checkpoint": "MODEL_DIR",
     "--ref-load": "MODEL_DIR",

@@ -16,7 +16,7 @@ import pytest
 from agentcore_slime.doctor import aws
 from agentcore_slime.preflight.report import Status
 from botocore.stub import Stubber
-from doctor_helpers import MakeContext, by_name
+from fakes.doctor_helpers import MakeContext, by_name
 from fakes.s3 import LocalS3
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from agentcore_slime.doctor import cli as doctor_cli
 from agentcore_slime.launch import cli as train_cli
-from doctor_helpers import FIXTURES, JOB_SITE, stub
+from fakes.doctor_helpers import FIXTURES, JOB_SITE, stub
 from fakes.toy_tokenizer import build_toy_tokenizer
 
 Usage = namedtuple("Usage", "total used free")

@@ -23,7 +23,7 @@ from agentcore_slime.doctor.environment import (
     pinned_slime_commit,
 )
 from agentcore_slime.preflight.report import Status
-from doctor_helpers import FIXTURES, JOB_SITE, REPO, MakeContext, by_name, stub
+from fakes.doctor_helpers import FIXTURES, JOB_SITE, REPO, MakeContext, by_name, stub
 
 
 def test_bash_version_passes(make_context: MakeContext) -> None:

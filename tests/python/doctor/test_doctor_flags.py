@@ -3,7 +3,7 @@
 The job's python imports the slime stand-in of tests/fixtures/doctor/job_site, whose
 ``parse_args`` builds parsers the way slime's does (several parsers, each through
 ``parse_known_args``, then a validation that fails on an empty command line), holding the flags
-tests/python/launcher/test_slime_flags.py audited at the pinned commits.
+tests/python/scripts/test_slime_flags.py audited at the pinned commits.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from agentcore_slime.doctor.flags import check_flags, unknown_flags
 from agentcore_slime.preflight.report import Status
-from doctor_helpers import JOB_SITE, REPO, MakeContext
+from fakes.doctor_helpers import JOB_SITE, REPO, MakeContext
 
 
 def test_the_rendered_command_line_passes(make_context: MakeContext) -> None:
@@ -45,7 +45,7 @@ def test_unknown_flags_reads_inline_values() -> None:
 
 
 def test_the_stand_in_holds_every_flag_the_launcher_audit_knows() -> None:
-    spec = importlib.util.spec_from_file_location("audit", REPO / "tests/python/launcher/test_slime_flags.py")
+    spec = importlib.util.spec_from_file_location("audit", REPO / "tests/python/scripts/test_slime_flags.py")
     assert spec and spec.loader
     audit = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(audit)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agentcore_slime.doctor.gpus import check_cuda, check_memory_saver, check_nvidia_smi
 from agentcore_slime.preflight.report import Status
-from doctor_helpers import MakeContext, stub
+from fakes.doctor_helpers import MakeContext, stub
 
 EIGHT_FREE = "\n".join(f"{i}, 81559, 81000" for i in range(8))
 

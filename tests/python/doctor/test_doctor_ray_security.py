@@ -13,7 +13,7 @@ from agentcore_slime.preflight.report import Status
 from agentcore_slime.settings.envfile import EnvEntry
 from agentcore_slime.settings.errors import ConfigError
 from agentcore_slime.settings.validate import resolve
-from doctor_helpers import MakeContext, by_name
+from fakes.doctor_helpers import MakeContext, by_name
 
 
 def _openssl(*args: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 from agentcore_slime.doctor.rollout import check_ports, check_renderer
 from agentcore_slime.preflight.reach import check_gateway_address
 from agentcore_slime.preflight.report import Status
-from doctor_helpers import MakeContext, by_name, stub
+from fakes.doctor_helpers import MakeContext, by_name, stub
 from fakes.toy_tokenizer import build_toy_tokenizer
 
 

@@ -26,7 +26,7 @@ from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import Completion, FakeSGLang
 from fakes.toy_tokenizer import build_toy_tokenizer
-from shim.standins import make_args
+from fakes.standins import make_args
 
 CAP = 3
 TOOL_CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1 + 1"}}\n</tool_call>'
@@ -63,7 +63,7 @@ def looping(tmp_path: Path) -> Iterator[tuple[Any, SimpleNamespace, FakeSGLang]]
         engine = FakeSGLang(policy, tokenizer=tokenizer, context_length=4096)
         with engine, AgentServer(math_agent.create_app()) as agent:
             host, port = engine.url.removeprefix("http://").rsplit(":", 1)
-            args = make_args(  # slime's args as the rollout tests build them (shim/standins.py)
+            args = make_args(  # slime's args as the rollout tests build them (fakes/standins.py)
                 agent_url=agent.url,
                 s3_bucket=bucket,
                 exp_id="capped",

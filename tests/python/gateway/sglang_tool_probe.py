@@ -5,7 +5,7 @@ Reads a JSON list of cases ``{"parser", "text", "tools"}`` on stdin and prints
 ``{"content", "calls": [[name, arguments], ...]}``, from SGLang's own ``FunctionCallParser``
 and its detector of that name.
 
-``torchvision`` is the one module stood in (as in tests/python/launcher/sglang_parser_probe.py,
+``torchvision`` is the one module stood in (as in tests/python/evaluate/sglang_parser_probe.py,
 whose stand-in this reuses): SGLang imports it at start and no build of it loads beside a CPU
 torch; nothing here decodes images.
 """

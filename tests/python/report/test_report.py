@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from agentcore_slime.report import load_run, write_report
 from agentcore_slime.report.__main__ import main
-from recorded_run import HOSTILE, write_run
+from fakes.recorded_run import HOSTILE, write_run
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -62,7 +62,7 @@ def test_agent_text_shows_as_text(run_dir: Path) -> None:
 
 def test_a_rerun_that_resumed_shows_the_latest_record_of_a_step(run_dir: Path) -> None:
     from agentcore_slime.observe import RunLog
-    from recorded_run import step_records
+    from fakes.recorded_run import step_records
 
     RunLog(str(run_dir), 0, None).step("train", 2, step_records(0), 99.0)
     data = load_run(run_dir)

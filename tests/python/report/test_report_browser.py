@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from agentcore_slime.report import write_report
-from recorded_run import write_run
+from fakes.recorded_run import write_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -86,7 +86,7 @@ def test_a_page_with_a_nasty_dataset_name_and_a_partial_line_loads_and_says_what
     import json
 
     from agentcore_slime.observe import RunLog
-    from recorded_run import step_records
+    from fakes.recorded_run import step_records
 
     run = tmp_path / "runs" / "nasty"
     write_run(run, steps=2, record_episodes=2)

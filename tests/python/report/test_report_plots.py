@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from recorded_run import write_run
+from fakes.recorded_run import write_run
 
 REPO = Path(__file__).resolve().parents[3]
 TITLES = (

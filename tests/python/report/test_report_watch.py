@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentcore_slime.observe import RunLog
-from recorded_run import step_records, write_run
+from fakes.recorded_run import step_records, write_run
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -27,8 +27,8 @@ from fakes.sglang_server import FakeSGLang, text_policy
 from fakes.toy_tokenizer import build_toy_tokenizer
 from slime.utils.eval_config import EvalDatasetConfig
 
-from shim.slime_split import check_sample_invariants, flatten
-from shim.standins import Behaviour, StandinAgent, make_args
+from fakes.slime_split import check_sample_invariants, flatten
+from fakes.standins import Behaviour, StandinAgent, make_args
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from agentcore_slime.episodes import (
 from agentcore_slime.settings.config import ToolkitConfig, load_config
 from fakes.acr_dataplane import AcrDataPlane
 
-from shim.standins import Behaviour, make_args
+from fakes.standins import Behaviour, make_args
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/math_agent-AbC123"
 SAMPLING = {"temperature": 0.7, "top_p": 0.9, "top_k": 20, "max_new_tokens": 128}

@@ -14,7 +14,7 @@ from agentcore_slime.gateway.trace import REPLY_REWRITTEN, CallTrace
 from agentcore_slime.rollout.traces import merge_traces, merge_traces_to_samples
 from slime.utils.types import Sample
 
-from shim.standins import call
+from fakes.standins import call
 
 
 def _with(trace: CallTrace, **changes: object) -> CallTrace:

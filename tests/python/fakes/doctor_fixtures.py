@@ -18,7 +18,7 @@ import pytest
 from agentcore_slime.doctor import Context
 from agentcore_slime.settings.envfile import EnvEntry
 from agentcore_slime.settings.validate import resolve
-from doctor_helpers import FIXTURES, JOB_SITE, REPO, MakeContext
+from fakes.doctor_helpers import FIXTURES, JOB_SITE, REPO, MakeContext
 
 
 @pytest.fixture

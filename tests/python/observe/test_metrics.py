@@ -12,7 +12,7 @@ from agentcore_slime.observe import append_json_line, read_json_lines, step_metr
 from agentcore_slime.observe.metrics import failure_reason_key, percentile, progress_line
 from agentcore_slime.observe.records import EpisodeRecord, select_for_browser
 from agentcore_slime.observe.runlog import RunLog
-from recorded_run import agent_failure, step_records, write_run
+from fakes.recorded_run import agent_failure, step_records, write_run
 
 
 def test_step_metrics_count_episodes_and_keep_failures_out_of_the_reward() -> None:

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample
 
-from shim.slime_split import check_sample_invariants, flatten, trained_positions
-from shim.standins import make_args
+from fakes.slime_split import check_sample_invariants, flatten, trained_positions
+from fakes.standins import make_args
 
 
 def padding(sample: Any, rollout_id: int) -> Sample:

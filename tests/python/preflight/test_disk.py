@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from agentcore_slime.preflight import disk
 from agentcore_slime.preflight.report import Status
-from doctor_helpers import FIXTURES, MakeContext
+from fakes.doctor_helpers import FIXTURES, MakeContext
 
 Usage = namedtuple("Usage", "total used free")
 GIB = 1024**3

@@ -26,7 +26,7 @@ from agentcore_slime.scripts.render import RunPaths, render
 from agentcore_slime.settings.envfile import read_env_file
 from agentcore_slime.settings.validate import check_variant, resolve
 from agentcore_slime.settings.variants import VARIANTS
-from test_golden import FIXED_REPO, FIXED_RUNS, FIXTURES, REPO
+from fakes.renders import FIXED_REPO, FIXED_RUNS, FIXTURES, REPO
 
 STACKS_DIR = REPO / "tests" / "slime_stacks"
 STACKS = ("fa3c990", "v0.3.1", "624b824a8")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from agentcore_slime.preflight.data import check_data
 from agentcore_slime.preflight.report import Status
-from doctor_helpers import MakeContext, by_name
+from fakes.doctor_helpers import MakeContext, by_name
 
 
 def test_good_rows_pass_with_their_count(make_context: MakeContext, install: Path) -> None:

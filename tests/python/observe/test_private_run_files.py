@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.observe import RunLog
-from recorded_run import step_records
+from fakes.recorded_run import step_records
 from run_privacy import readable_by, shared_dir
 
 REPO = Path(__file__).resolve().parents[3]

@@ -93,26 +93,3 @@ def test_several_prefixes_share_one_list_budget(local_s3: LocalS3, s3_bucket: st
 def local_s3() -> Any:
     with LocalS3() as server:
         yield server
-
-
-def test_an_eval_step_over_two_datasets_writes_under_one_prefix(
-    s3_bucket: str, agents: Any, shim_state: Any, tmp_path: Any
-) -> None:
-    """One input id for every dataset of an eval step: one LIST per cycle finds all their results."""
-    from agentcore_slime import rollout
-    from slime.utils.eval_config import EvalDatasetConfig
-
-    from shim.test_rollout import behaviour_for, rows, train_args, write_jsonl
-
-    agent = agents.start(behaviour_for)
-    datasets = [
-        EvalDatasetConfig(name="math", path=write_jsonl(tmp_path / "math.jsonl", rows("ok", "ok"))),
-        EvalDatasetConfig(name="more", path=write_jsonl(tmp_path / "more.jsonl", rows("ok"))),
-    ]
-    output = rollout.generate_rollout(
-        train_args(s3_bucket, agent.url, eval_datasets=datasets, acr_timeout=5), 7, None, evaluation=True
-    )
-    assert len(output.data["math"]["rewards"]) == 2 and len(output.data["more"]["rewards"]) == 1
-    input_ids = {payload["_rollout"]["input_id"] for _, payload in agent.invocations}
-    assert len(agent.invocations) == 3 and len(input_ids) == 1
-    assert next(iter(input_ids)).startswith("eval-7-")

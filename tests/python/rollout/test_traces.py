@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample
 
-from shim.standins import call, multi_turn
+from fakes.standins import call, multi_turn
 
 
 def template(metadata: Any = None) -> Sample:

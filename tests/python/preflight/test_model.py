@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from agentcore_slime.preflight.model import check_model, compare, last_values, read_model_args
 from agentcore_slime.preflight.report import Status
-from doctor_helpers import MakeContext, by_name
+from fakes.doctor_helpers import MakeContext, by_name
 
 
 def test_the_known_trap_qwen25_32b_instruct_norm_epsilon_fails_with_the_fix(

@@ -24,7 +24,7 @@ import pytest
 from agentcore_slime.evaluate.render import EvalRequest, server_lines
 from agentcore_slime.settings.envfile import read_env_file
 from agentcore_slime.settings.validate import Config, resolve
-from test_golden import FIXED_RUNS, INPUTS, REPO
+from fakes.renders import FIXED_RUNS, INPUTS, REPO
 
 PROBE = Path(__file__).with_name("sglang_parser_probe.py")
 

@@ -1,6 +1,6 @@
 """generate_rollout end to end with stand-ins: HTTP agent, gateway session API, local S3.
 
-slime's side is the stand-in of its types plus :mod:`shim.slime_split` (what slime checks
+slime's side is the stand-in of its types plus :mod:`fakes.slime_split` (what slime checks
 after the rollout returns). The agent is reached over loopback HTTP through the local
 transport, results go through the moto S3 server, and the state holder is the real one
 with only the gateway factory replaced.
@@ -25,8 +25,8 @@ from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
 from slime.utils.eval_config import EvalDatasetConfig
 from slime.utils.types import Sample
 
-from shim.slime_split import check_sample_invariants, flatten, trained_positions
-from shim.standins import Behaviour, call, make_args, multi_turn
+from fakes.slime_split import check_sample_invariants, flatten, trained_positions
+from fakes.standins import Behaviour, call, make_args, multi_turn
 
 
 def behaviour_for(payload: dict[str, Any], sid: str) -> Behaviour:
@@ -322,3 +322,24 @@ def test_eval_datasets_resolved_like_slime(
     assert output.data["validation"]["rewards"] == [1.0, 1.0]
     assert all(gateway.sampling[sid]["temperature"] == 0.0 for sid, _ in agent.invocations)
     assert all(gateway.sampling[sid]["max_new_tokens"] == 16 for sid, _ in agent.invocations)
+
+
+def test_an_eval_step_over_two_datasets_writes_under_one_prefix(
+    s3_bucket: str, agents: Any, shim_state: Any, tmp_path: Any
+) -> None:
+    """One input id for every dataset of an eval step: one LIST per cycle finds all their results."""
+    from agentcore_slime import rollout
+    from slime.utils.eval_config import EvalDatasetConfig
+
+    agent = agents.start(behaviour_for)
+    datasets = [
+        EvalDatasetConfig(name="math", path=write_jsonl(tmp_path / "math.jsonl", rows("ok", "ok"))),
+        EvalDatasetConfig(name="more", path=write_jsonl(tmp_path / "more.jsonl", rows("ok"))),
+    ]
+    output = rollout.generate_rollout(
+        train_args(s3_bucket, agent.url, eval_datasets=datasets, acr_timeout=5), 7, None, evaluation=True
+    )
+    assert len(output.data["math"]["rewards"]) == 2 and len(output.data["more"]["rewards"]) == 1
+    input_ids = {payload["_rollout"]["input_id"] for _, payload in agent.invocations}
+    assert len(agent.invocations) == 3 and len(input_ids) == 1
+    assert next(iter(input_ids)).startswith("eval-7-")

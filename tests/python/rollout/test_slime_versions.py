@@ -40,10 +40,10 @@ from fakes.data_source import ListDataSource
 from slime.rollout.filter_hub.base_types import DynamicFilterOutput
 from slime.utils.types import Sample
 
-from shim.standins import make_args
-from shim.test_failures_and_sampling import rows, script
+from fakes.standins import make_args
+from test_failures_and_sampling import rows, script
 
-FALLBACK = "shim.test_slime_versions.nonzero_std_with_fallback"
+FALLBACK = "test_slime_versions.nonzero_std_with_fallback"
 
 
 @dataclass

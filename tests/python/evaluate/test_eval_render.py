@@ -3,7 +3,7 @@ to tests/fixtures/golden/<name>.evaluate.sh; every render passes ``bash -n`` and
 commands ``--dry-run`` prints are the ones in the script.
 
 Regenerate after an intended change with
-``TOOLKIT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/python/launcher/test_eval_render.py``.
+``TOOLKIT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/python/evaluate/test_eval_render.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from agentcore_slime.evaluate.render import EvalRequest, commands, render_eval
 from agentcore_slime.scripts.render import Rendered, RunPaths
 from agentcore_slime.settings.envfile import read_env_file
 from agentcore_slime.settings.validate import Config, resolve
-from test_golden import FIXED_REPO, FIXED_RUNS, GOLDEN, INPUTS, REPO, _shellcheck, without_libraries
+from fakes.renders import FIXED_REPO, FIXED_RUNS, GOLDEN, INPUTS, REPO, _shellcheck, without_libraries
 
 
 def _config(env_file: Path, overrides: dict[str, str] | None = None) -> Config:

@@ -33,7 +33,7 @@ from agentcore_slime.report.page import render_report
 from agentcore_slime.settings.config import load_config
 from slime.utils.eval_config import EvalDatasetConfig
 
-from shim.standins import Behaviour, make_args
+from fakes.standins import Behaviour, make_args
 
 #: per row: what the agent does and the reward it writes (two episodes per row)
 CASES = (("ok", 1.0), ("ok", 0.0), ("error", 1.0), ("ok", 0.5), ("hang", 1.0))

@@ -1,4 +1,4 @@
-"""Fixtures for the rollout shim tests: local S3 (moto server), stand-in agent and gateway.
+"""Fixtures for the rollout tests (rollout/, episodes/, settings/, evaluate/): local S3 (moto server), stand-in agent and gateway.
 
 The shim's production code runs unchanged: boto3 reaches the moto server through
 ``AWS_ENDPOINT_URL_S3``, the local transport POSTs to the stand-in agent over loopback
@@ -15,7 +15,7 @@ import pytest
 from agentcore_slime.rollout import runtime
 from fakes.s3 import LocalS3
 
-from shim.standins import Behaviour, Script, StandinAgent, StandinGateway
+from fakes.standins import Behaviour, Script, StandinAgent, StandinGateway
 
 
 @pytest.fixture(scope="session")

