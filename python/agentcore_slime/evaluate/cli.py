@@ -161,17 +161,12 @@ def start_gateway(config: ToolkitConfig, args: argparse.Namespace) -> Any:
     from agentcore_slime.gateway.pool import GatewayPool, gateway_pool_size
 
     gateway = GatewayPool(
-        GatewayConfig(
+        GatewayConfig.from_toolkit(
+            config,
             model_dir=args.model_dir,
-            model_id=config.model_id,
-            renderer_family=config.renderer_family,
-            cumulative_token_mode=config.cumulative_token_mode,
-            tool_call_parser=config.sglang_tool_call_parser,
-            reasoning_parser=config.sglang_reasoning_parser,
-            host=config.gateway_host,
-            port=config.gateway_port,
-            log_level=config.gateway_log_level,
             context_length=args.context_length,
+            max_calls_per_episode=None,  # bin/eval has never capped an episode's calls or tokens
+            max_tokens_per_episode=None,
         ),
         gateway_pool_size(config.gateway_processes, config.max_concurrent),
     )

@@ -1,8 +1,10 @@
 """Gateway settings: the :class:`GatewayConfig` seam and its environment fallback.
 
 The settings a user sets (model id, parsers, family, host, port, ...) are declared once in
-:mod:`agentcore_slime.settings.schema` (``Key(..., gateway="<field>")``): :meth:`GatewayConfig.from_env`
-reads their environment names and parses them with the same vocabulary as ``bin/train``.
+:mod:`agentcore_slime.settings.schema` (``Key(..., gateway="<field>")``): the fields of
+:class:`GatewayConfig` are generated from them, :meth:`GatewayConfig.from_toolkit` copies the
+rollout's values, :meth:`GatewayConfig.from_env` parses their environment names with the same
+vocabulary as ``bin/train``.
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentcore_slime.errors import ConfigError
-from agentcore_slime.settings.schema import LOG_LEVELS, NONE, expected, gateway_keys, parse_text
+from agentcore_slime.settings.schema import NONE, expected, gateway_keys, parse_text, parse_typed
+
+if TYPE_CHECKING:
+    from agentcore_slime.settings.config import ToolkitConfig
 
 ADMIN_SECRET_HEADER = "X-Gateway-Admin-Secret"  # admin requests carry the run's secret in it
 
@@ -27,6 +32,10 @@ def short_id(session_id: str) -> str:
     return session_id[:8] + "..." if len(session_id) > 8 else session_id
 
 
+#: names the gateway's start checks against the installed ``renderers`` (rendering.py), not the
+#: constructor
+_NAMES_CHECKED_AT_START = ("renderer_family", "tool_call_parser", "reasoning_parser")
+
 SAMPLING_KEYS = frozenset({"temperature", "top_p", "top_k", "max_new_tokens", "min_p", "repetition_penalty"})
 
 
@@ -34,83 +43,72 @@ SAMPLING_KEYS = frozenset({"temperature", "top_p", "top_k", "max_new_tokens", "m
 class GatewayConfig:
     """How the gateway renders, samples and serves.
 
-    :param model_dir: HF directory with the tokenizer (slime's ``args.hf_checkpoint``).
-    :param model_id: the model name agents send and ``/v1/models`` lists.
-    :param renderer_family: ``auto`` (infer from ``model_dir``), ``default`` (the model's
-        chat template), or a renderers family name such as ``qwen3``.
-    :param cumulative_token_mode: build each prompt by extending the previous call's
-        prompt + sampled completion when the conversation allows it.
-    :param tool_call_parser: SGLang tool-call parser name (chat-template models only).
-    :param reasoning_parser: SGLang reasoning parser name (chat-template models only).
-    :param host: address to serve on; ``None`` = all interfaces, advertising an address
-        agents on other hosts can reach.
-    :param port: port to serve on; 0 = any free port.
-    :param log_level: the gateway's log level (``warning`` = no line per request).
-    :param context_length: cap prompt + completion (SGLang's context length); ``None`` =
-        ask the engine (``/v1/models`` ``max_model_len``).
-    :param engine_retries: extra attempts on engine connection errors / 5xx.
-    :param engine_retry_backoff: first retry delay (s), doubled per attempt.
-    :param engine_timeout: read timeout (s) for one completion; a call that waited that long
-        fails (the engine is told to abort it), it is not retried.
+    The fields between the markers are the settings the schema hands to the gateway
+    (``Key(..., gateway="<field>")``), generated from it: their types, defaults and meaning are
+    declared there (and in docs/gateway.md's table). The fields after them are no settings: what
+    the rollout derives from slime's args, and the gateway's limits, which tests shrink (a gateway
+    process gets them in its JSON like the rest).
+
     :param engine_outage_seconds: how long a call retries an engine that went away (connection
         refused or reset, a router's 502/503/504), so that it lands on the engines left once the
         dead one is removed from the router; 0 = the ``engine_retries`` of any failure. The
         rollout sets it from slime's fault-tolerance args (``engine.outage_seconds``).
-    :param default_max_new_tokens: completion cap when neither the session nor the agent set one.
+    :param engine_retries: extra attempts on engine connection errors / 5xx.
+    :param engine_retry_backoff: first retry delay (s), doubled per attempt.
+    :param engine_timeout: read timeout (s) for one completion; a call that waited that long
+        fails (the engine is told to abort it), it is not retried.
     :param engine_health_attempts: ``GET /health`` tries (1 s apart) before ``start`` gives up.
     :param client_timeout: seconds a client may take to send a request's head or body, and
         an idle keep-alive connection stays open (slow or stalled clients are cut off).
     :param render_timeout: seconds a call may wait for its prompt to be built (queued and
         rendering); past it the call gets 503 ``render_timeout`` and the session stays usable.
-    :param max_connections: client connections served at once (also capped by the open-files
-        limit); at the cap, the oldest connection without a request in progress is closed.
     :param session_body_bytes: request-body bytes one session may have in flight (read or
         being read, declared by ``Content-Length``); past it a call gets 429.
     :param stored_replies: ``Idempotency-Key`` replies a session keeps for retries (the oldest
         is dropped first).
-    :param max_calls_per_episode: model calls a session may make; later calls get a short final
-        reply, not sampled and not traced (None = no cap).
-    :param max_tokens_per_episode: completion tokens a session may sample; once reached, later
-        calls get that reply (None = no cap).
     """
 
+    # generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema gateway-fields (tests check it)
     model_dir: str
     model_id: str = "default"
-    renderer_family: str = "auto"
-    cumulative_token_mode: bool = True
-    tool_call_parser: str | None = "qwen"
-    reasoning_parser: str | None = None
     host: str | None = None
     port: int = 9090
+    tool_call_parser: str | None = "qwen"
+    reasoning_parser: str | None = None
+    cumulative_token_mode: bool = True
+    renderer_family: str = "auto"
     log_level: str = "warning"
     context_length: int | None = None
+    max_calls_per_episode: int | None = None
+    max_tokens_per_episode: int | None = None
+    # end generated
+    engine_outage_seconds: float = 0.0
     engine_retries: int = 3
     engine_retry_backoff: float = 0.5
     engine_timeout: float = 900.0
-    engine_outage_seconds: float = 0.0
-    default_max_new_tokens: int = 4096
     engine_health_attempts: int = 10
     client_timeout: float = 30.0
     render_timeout: float = 120.0
-    max_connections: int = 4096
     session_body_bytes: int = 128 * 1024**2
     stored_replies: int = 64
-    max_calls_per_episode: int | None = None
-    max_tokens_per_episode: int | None = None
+    #: completion cap when neither the session nor the agent set one
+    default_max_new_tokens: ClassVar[int] = 4096
+    #: client connections served at once (also capped by the open-files limit); at the cap, the
+    #: oldest connection without a request in progress is closed
+    max_connections: ClassVar[int] = 4096
 
     def __post_init__(self) -> None:
         if not self.model_dir:
             raise ConfigError(
                 "GatewayConfig.model_dir is empty (set MODEL_DIR / --hf-checkpoint to the model directory)"
             )
-        if self.log_level.lower() not in LOG_LEVELS:
-            raise ConfigError(
-                f"log level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)} (GATEWAY_LOG_LEVEL)"
-            )
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"port {self.port} is not in 0..65535 (GATEWAY_PORT; 0 picks a free port)")
-        if self.context_length is not None and self.context_length < 2:
-            raise ConfigError(f"context_length {self.context_length} is too small (SGLANG_CONTEXT_LENGTH)")
+        for key in gateway_keys():
+            value = getattr(self, key.gateway)
+            try:
+                if value is not None and key.gateway not in _NAMES_CHECKED_AT_START:
+                    parse_typed(key, value)
+            except ValueError as exc:
+                raise ConfigError(f"{key.gateway}={value!r}: {exc}", expected(key)) from None
         if (
             self.engine_retries < 0
             or self.engine_retry_backoff < 0
@@ -125,12 +123,8 @@ class GatewayConfig:
             raise ConfigError(f"client_timeout {self.client_timeout} must be > 0 (seconds)")
         if not self.render_timeout > 0:
             raise ConfigError(f"render_timeout {self.render_timeout} must be > 0 (seconds)")
-        if self.max_connections < 1 or self.session_body_bytes < 1 or self.stored_replies < 1:
-            raise ConfigError("max_connections, session_body_bytes and stored_replies must be >= 1")
-        for name in ("max_calls_per_episode", "max_tokens_per_episode"):
-            cap = getattr(self, name)
-            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-                raise ConfigError(f"{name} {cap!r} must be an integer >= 1 ({name.upper()}; unset = no cap)")
+        if self.session_body_bytes < 1 or self.stored_replies < 1:
+            raise ConfigError("session_body_bytes and stored_replies must be >= 1")
 
     @property
     def level(self) -> int:
@@ -161,6 +155,16 @@ class GatewayConfig:
         values.update({k: v for k, v in overrides.items() if k in known})
         values.setdefault("model_dir", "")
         return cls(**values)
+
+    @classmethod
+    def from_toolkit(cls, config: ToolkitConfig, **more: Any) -> GatewayConfig:
+        """The rollout's gateway settings (each ``Key`` with ``rollout=True`` and ``gateway=``)
+        plus ``more``: what only slime's args know (``model_dir``, ``context_length``, ...).
+
+        :raises ConfigError: a value that is not valid for its setting.
+        """
+        values = {key.gateway: getattr(config, key.yaml_key) for key in gateway_keys() if key.rollout}
+        return cls(**{**values, **more})
 
 
 def check_sampling_params(params: dict[str, Any] | None) -> dict[str, Any]:

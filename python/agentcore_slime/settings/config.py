@@ -8,7 +8,7 @@ For development (running the rollout outside ``bin/train``), a key that is missi
 
 Every key, its type, default and choices are declared once in
 :mod:`agentcore_slime.settings.schema` (the ``Key(...)`` entries with ``rollout=True``);
-:class:`ToolkitConfig` has one field per such key. :func:`load_config` validates
+:class:`ToolkitConfig` has one field per such key, generated from it. :func:`load_config` validates
 everything at once, at the rollout's first call, and raises one
 :class:`~agentcore_slime.errors.ConfigError` that lists every unknown key (naming the
 closest known one) and every bad value, what is wrong, and where to set it.
@@ -100,51 +100,19 @@ def gateway_pool_size(setting: int, max_concurrent: int, cpus: int | None = None
 
 @dataclass(frozen=True)
 class ToolkitConfig:
-    """Validated rollout settings: one field per toolkit.yaml key (see the schema for each).
+    """Validated rollout settings: one field per ``Key(..., rollout=True)`` of the schema, named
+    :attr:`~.schema.Key.yaml_key`; its type, default and meaning are declared there (and in
+    docs/rollout.md's table). The fields between the markers are generated from the schema.
 
-    :param exp_id: experiment id: the first part of every result key.
-    :param s3_bucket: bucket the agents write results to.
-    :param agent_runtime_arn: the ACR runtime to invoke (exclusive with ``agent_url``).
-    :param agent_url: a locally running agent's root URL (exclusive with the ARN).
-    :param model_id: the model name agents send to the gateway.
-    :param acr_timeout: seconds an episode may take, from invoke to result.
-    :param acr_tps_limit: new ACR calls per second (invoke and stop share it).
-    :param max_concurrent: episodes in flight at once, across all groups.
-    :param max_pool_connections: boto3 connection pool size (and worker threads).
-    :param gateway_host: address agents use to reach the gateway (None = slime's router ip, or,
-        when that is loopback, every interface and an address agents can reach).
-    :param gateway_port: port of the trace-capturing gateway (0 = any free port; process i of a
-        pool listens on ``gateway_port + i``).
-    :param gateway_processes: gateway processes (0 = auto, see :func:`gateway_pool_size`).
-    :param reward_postprocessing: ``grpo`` or ``identity`` (see rewards.py).
-    :param sglang_tool_call_parser: tool-call parser the gateway uses (None = off).
-    :param sglang_reasoning_parser: reasoning parser the gateway uses (None = off).
-    :param cumulative_token_mode: gateway builds prompts by extending the previous call.
-    :param renderer_family: ``auto``, ``default`` or a ``renderers`` family name.
-    :param gateway_log_level: the gateway's log level.
-    :param result_poll_interval: seconds between two S3 LISTs of a step's result prefix.
-    :param infra_failures: ``exclude`` or ``zero-reward`` (see :data:`INFRA_FAILURE_MODES`).
-    :param max_extra_groups: groups a step may start beyond ``rollout_batch_size`` (None = the
-        over-sampling batch size).
-    :param record_episodes: episodes per step recorded for the report (plus every failed one).
-    :param eval_timeout: seconds an eval step may take (None = no step limit beyond ACR_TIMEOUT).
-    :param num_nodes: nodes of the run (the GPU part of its cost).
-    :param node_hour_usd: USD per GPU node-hour (0 = GPUs not counted).
-    :param acr_vcpu_hour_usd: AgentCore Runtime's rate per vCPU-hour.
-    :param acr_gb_hour_usd: AgentCore Runtime's rate per GB-hour.
-    :param acr_active_cpu_share: the AgentCore estimate's vCPUs in use over a session.
-    :param acr_memory_gb: the AgentCore estimate's peak memory of a session.
-    :param agent_cost_key: the key of the agent's result holding what it spent.
-    :param budget_usd: the run's budget (None = none).
-    :param max_calls_per_episode: model calls an episode may make (None = no cap).
-    :param max_tokens_per_episode: completion tokens an episode may sample (None = no cap).
     :param source: where the settings came from (named in error messages).
     """
 
+    # generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema toolkit-fields (tests check it)
     exp_id: str
     s3_bucket: str
     agent_runtime_arn: str | None
     agent_url: str | None
+    num_nodes: int
     model_id: str
     acr_timeout: float
     acr_tps_limit: float
@@ -152,28 +120,28 @@ class ToolkitConfig:
     max_pool_connections: int
     gateway_host: str | None
     gateway_port: int
+    gateway_processes: int
     reward_postprocessing: str
     sglang_tool_call_parser: str | None
     sglang_reasoning_parser: str | None
+    infra_failures: str
+    max_extra_groups: int | None
     cumulative_token_mode: bool
     renderer_family: str
     gateway_log_level: str
     result_poll_interval: float
-    infra_failures: str
-    max_extra_groups: int | None
     record_episodes: int
-    eval_timeout: float | None = None
-    num_nodes: int = 1
-    node_hour_usd: float = 0.0
-    acr_vcpu_hour_usd: float = 0.0895
-    acr_gb_hour_usd: float = 0.00945
-    acr_active_cpu_share: float = 0.25
-    acr_memory_gb: float = 2.0
-    agent_cost_key: str = "cost_usd"
-    budget_usd: float | None = None
-    max_calls_per_episode: int | None = None
-    max_tokens_per_episode: int | None = None
-    gateway_processes: int = 0
+    eval_timeout: float | None
+    node_hour_usd: float
+    acr_vcpu_hour_usd: float
+    acr_gb_hour_usd: float
+    acr_active_cpu_share: float
+    acr_memory_gb: float
+    agent_cost_key: str
+    budget_usd: float | None
+    max_calls_per_episode: int | None
+    max_tokens_per_episode: int | None
+    # end generated
     source: str = "toolkit.yaml"
 
     @property

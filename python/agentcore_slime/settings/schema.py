@@ -2,15 +2,17 @@
 choices, one line of doc.
 
 Everything else derives from :data:`KEYS`: ``bin/train``'s validation (:mod:`.validate`), the
-resolved ``runs/<EXP_ID>/env``, the rendered ``toolkit.yaml``, the rollout's
-:class:`~.config.ToolkitConfig` (:func:`~.config.load_config`),
-the gateway's :meth:`~agentcore_slime.gateway.config.GatewayConfig.from_env`, and the reference
-tables in README.md, docs/launcher.md, docs/rollout.md and docs/gateway.md (tests check them).
+resolved ``runs/<EXP_ID>/env``, the rendered ``toolkit.yaml``, the fields of the rollout's
+:class:`~.config.ToolkitConfig` and of the gateway's
+:class:`~agentcore_slime.gateway.config.GatewayConfig` (types, defaults), what they read, and
+the reference tables of the docs.
 
 Adding a setting is one ``Key(...)`` below plus its use: ``rollout=True`` puts it into
-toolkit.yaml as ``name.lower()`` and onto ``ToolkitConfig`` (add the field there);
-``gateway="field"`` also hands it to that ``GatewayConfig`` field. Standard library only: the
-launcher runs right after ``git clone``.
+toolkit.yaml as ``name.lower()`` and onto ``ToolkitConfig``; ``gateway="field"`` also makes it
+that ``GatewayConfig`` field. The fields of those two classes and the tables are generated
+blocks (:data:`GENERATED`, tests check them); rewrite them all with ``PYTHONPATH=python python3
+-m agentcore_slime.settings.schema --write README.md docs/*.md python/agentcore_slime/*/config.py``.
+Standard library only: the launcher runs right after ``git clone``.
 """
 
 from __future__ import annotations
@@ -743,8 +745,45 @@ def family_list() -> str:
     )
 
 
-#: generated blocks in the docs: marker name -> table function
-GENERATED = {"env": reference_table, "rollout": rollout_table, "gateway": gateway_table, "names": family_list}
+def _python_type(key: Key) -> str:
+    types = {Kind.INT: "int", Kind.FLOAT: "float", Kind.BOOL: "bool", Kind.WORDS: "list[str]"}
+    base = types.get(key.kind, "str")
+    unset = NONE in key.choices or not (key.required or key.default is not None or key.default_from)
+    return f"{base} | None" if unset else base
+
+
+def toolkit_fields() -> str:
+    """The fields of ``ToolkitConfig``: one per rollout setting, named :attr:`Key.yaml_key`."""
+    return "".join(f"    {key.yaml_key}: {_python_type(key)}\n" for key in rollout_keys())
+
+
+def gateway_fields() -> str:
+    """The settings fields of ``GatewayConfig``: one per gateway setting, with its default."""
+    lines = []
+    for key in gateway_keys():
+        value = parse_text(key, "")
+        value = None if value == NONE else value
+        literal = f'"{value}"' if isinstance(value, str) else repr(value)
+        lines.append(f"    {key.gateway}: {_python_type(key)}{'' if key.required else f' = {literal}'}\n")
+    return "".join(lines)
+
+
+#: generated blocks (Markdown tables in the docs, fields in the config classes) -> their text
+GENERATED = {
+    "env": reference_table,
+    "rollout": rollout_table,
+    "gateway": gateway_table,
+    "names": family_list,
+    "toolkit-fields": toolkit_fields,
+    "gateway-fields": gateway_fields,
+}
+
+_COMMAND = "generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema"
+_BLOCK = re.compile(
+    rf"(?P<head>^[ \t]*(?:<!-- |# ){_COMMAND} (?P<name>[\w-]+) [^\n]*\n)(?P<body>.*?)"
+    r"(?P<tail>^[ \t]*(?:<!-- |# )end generated[^\n]*\n)",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def generated_block(name: str) -> str:
@@ -752,13 +791,23 @@ def generated_block(name: str) -> str:
 
     :param name: a key of :data:`GENERATED`.
     """
-    return (
-        f"<!-- generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema {name} "
-        "(tests check it) -->\n" + GENERATED[name]() + "<!-- end generated -->\n"
-    )
+    return f"<!-- {_COMMAND} {name} (tests check it) -->\n" + GENERATED[name]() + "<!-- end generated -->\n"
+
+
+def regenerate(text: str) -> str:
+    """``text`` with each generated block rewritten from the schema (unchanged when up to date).
+
+    :param text: a Markdown or Python file with blocks between marker lines.
+    """
+    return _BLOCK.sub(lambda block: block["head"] + GENERATED[block["name"]]() + block["tail"], text)
 
 
 if __name__ == "__main__":
     import sys
+    from pathlib import Path
 
-    print(GENERATED[sys.argv[1] if len(sys.argv) > 1 else "env"](), end="")
+    if sys.argv[1:2] == ["--write"]:
+        for path in map(Path, sys.argv[2:]):
+            path.write_text(regenerate(path.read_text(encoding="utf-8")), encoding="utf-8")
+    else:
+        print(GENERATED[sys.argv[1] if len(sys.argv) > 1 else "env"](), end="")
