@@ -65,3 +65,17 @@ def test_from_env_refuses_a_bad_value_with_the_schemas_message(key: typing.Any) 
 def test_from_env_none_turns_a_parser_off() -> None:
     config = GatewayConfig.from_env({"MODEL_DIR": "/m", "SGLANG_TOOL_CALL_PARSER": "none"})
     assert config.tool_call_parser is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("port", 70000, "GATEWAY_PORT must be an integer >= 0 and <= 65535"),
+        ("log_level", "loud", "GATEWAY_LOG_LEVEL must be one of"),
+        ("max_calls_per_episode", 0, "MAX_CALLS_PER_EPISODE must be an integer >= 1"),
+        ("max_tokens_per_episode", True, "a bool is not an integer"),
+    ],
+)
+def test_the_constructor_checks_settings_with_the_schema(field: str, value: object, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        GatewayConfig("/m", **{field: value})

@@ -184,12 +184,3 @@ def test_none_turns_a_parser_off_and_null_means_the_default() -> None:
     base = {"agent_url": "http://h:1", "s3_bucket": "rl-results"}
     assert load_config(make_args(**base, sglang_tool_call_parser="none")).sglang_tool_call_parser is None
     assert load_config(make_args(**base, sglang_tool_call_parser=None)).sglang_tool_call_parser == "qwen"
-
-
-def test_toolkit_config_has_one_field_per_rollout_setting() -> None:
-    from dataclasses import fields
-
-    from agentcore_slime.settings.config import ToolkitConfig
-    from agentcore_slime.settings.schema import rollout_keys
-
-    assert {f.name for f in fields(ToolkitConfig)} == {k.yaml_key for k in rollout_keys()} | {"source"}
