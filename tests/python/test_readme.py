@@ -102,7 +102,7 @@ def test_user_facing_docs_point_only_at_what_users_can_see() -> None:
     repository nor a release."""
     files = [*PAGES, *sorted((ROOT / "examples").rglob("*"))]
     hidden = re.compile(
-        r"\bthe issue\b|\bseeds?'|\bthe seeds\b|contract\.md|§\s*\d|\bsection \d",
+        r"\bthe issue\b|\bissues? #?\d|\bseeds?'|\bthe seeds\b|contract\.md|§\s*\d|\bsection \d",
         re.IGNORECASE,
     )
     found = [
