@@ -5,14 +5,9 @@
 
 # python_package_dirs PACKAGE: the directories python3 would import PACKAGE from, one per
 # line (namespace packages such as `nvidia` have several); nothing if it is not installed.
-# The package is located, not imported.
+# The package is located, not imported (cuda_helper.py).
 python_package_dirs() { # <package>
-  python3 - "$1" <<'PY' 2>/dev/null || true
-import importlib.util, sys
-spec = importlib.util.find_spec(sys.argv[1])
-for path in (spec.submodule_search_locations or []) if spec else []:
-    print(path)
-PY
+  python3 "$TOOLKIT_HELPER_DIR/cuda_helper.py" "$1" 2>/dev/null || true
 }
 
 # nvidia_lib_dirs: the python environment's nvidia/*/lib directories (pip CUDA wheels).

@@ -52,67 +52,11 @@ lock_slot() { # <kind> <key>
   printf '%s-%s' "$1" "${sum:0:16}"
 }
 
-# The lock helper (python3): opens LOCK with O_NOFOLLOW|O_CLOEXEC (or adopts FD, a descriptor
-# of LOCK it inherited, when one is given and is that file), checks that it is a regular
-# file of this uid with one link, the file now at that path (lstat = fstat), then flock()s it.
-# `hold`: LOCK_EX, retried for WAIT seconds (a bin/eval probe holds a lock for microseconds);
-# on success it writes INFO into the file (through the checked descriptor), prints `locked`,
-# and stays until it is killed or this script (PARENT) dies. `probe`: LOCK_SH, released at
-# once: prints `free`. Both print `held <first line of the file>` when another process holds
-# it, or `error <reason>`. INT/TERM/HUP are ignored: Ctrl-C must not release the lock before
-# the cleanup that it protects has run.
-TOOLKIT_LOCK_HELPER='
-import ctypes, fcntl, os, signal, stat, sys, time
-path, mode, info, parent, wait = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
-given = int(sys.argv[6]) if len(sys.argv) > 6 else -1
-for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-    signal.signal(sig, signal.SIG_IGN)
-def done(word, text=""):
-    print(" ".join((word, text)) if text else word, flush=True)
-    sys.exit(0)
-def same_file(fd):
-    try:
-        st, lst = os.fstat(fd), os.lstat(path)
-    except OSError:
-        return False
-    return (st.st_dev, st.st_ino) == (lst.st_dev, lst.st_ino)
-fd = given if given > 2 and same_file(given) else -1
-try:
-    if fd < 0:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
-except OSError as err:
-    done("error", "cannot open %s without following links (%s)" % (path, err.strerror))
-st, lst = os.fstat(fd), os.lstat(path)
-if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_nlink != 1:
-    done("error", "%s is not a plain file of yours (remove it)" % path)
-if (st.st_dev, st.st_ino) != (lst.st_dev, lst.st_ino):
-    done("error", "%s changed while it was opened (remove it)" % path)
-kind = fcntl.LOCK_SH if mode == "probe" else fcntl.LOCK_EX
-deadline = time.monotonic() + wait
-while True:
-    try:
-        fcntl.flock(fd, kind | fcntl.LOCK_NB)
-        break
-    except BlockingIOError:
-        if time.monotonic() >= deadline:
-            line = os.pread(fd, 512, 0).decode("utf-8", "replace").splitlines()[:1]
-            done("held", "".join(c for c in "".join(line) if c.isprintable()))
-        time.sleep(0.05)
-if mode == "probe":
-    done("free")
-os.ftruncate(fd, 0)
-os.pwrite(fd, (info + "\n").encode(), 0)
-libc = ctypes.CDLL(None, use_errno=True)
-libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the script that holds the lock
-if os.getppid() != parent:
-    sys.exit(1)
-print("locked", flush=True)
-null = os.open(os.devnull, os.O_WRONLY)
-os.dup2(null, 1)
-os.dup2(null, 2)  # never keep the log pipe of the script open
-while True:
-    signal.pause()
-'
+# The lock helper: lock_helper.py (python3 -I -S, in TOOLKIT_HELPER_DIR) holds LOCK (`hold`:
+# prints `locked` and stays until it is killed or this script dies) or probes it (`probe`:
+# prints `free`); `held <first line of the file>` when another process holds it, `error
+# <reason>` when LOCK is unsafe (a link, not a plain file of this uid). TOOLKIT_LOCK_HELPER
+# overrides its path.
 
 # take_lock LOCK INFO: hold the kernel lock LOCK for the rest of this script (INFO, e.g.
 # "PID EXP_ID", is written into it for the message of a run that finds it held). Returns 0
@@ -121,7 +65,7 @@ while True:
 take_lock() { # <lock-file> <info>
   local reply="" me=$BASHPID fd
   TOOLKIT_LOCK_HOLDER=
-  exec {fd}< <(exec python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$1" hold "$2" "$me" "${TOOLKIT_LOCK_WAIT:-1}" </dev/null)
+  exec {fd}< <(exec python3 -I -S "${TOOLKIT_LOCK_HELPER:-$TOOLKIT_HELPER_DIR/lock_helper.py}" "$1" hold "$2" "$me" "${TOOLKIT_LOCK_WAIT:-1}" </dev/null)
   TOOLKIT_LOCK_PID=$!
   read -r reply <&"$fd" || true
   exec {fd}<&-
@@ -146,7 +90,7 @@ hold_run_dir_lock() { # <run-dir> <exp-id>
   local lock=$1/.run.lock reply="" me=$BASHPID fd given=${TOOLKIT_RUN_LOCK_FD:-} holder_pid
   unset TOOLKIT_RUN_LOCK_FD
   [[ $given =~ ^[0-9]+$ ]] || given=-1
-  exec {fd}< <(exec python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$lock" hold "$$ $2 train.sh" "$me" "${TOOLKIT_LOCK_WAIT:-1}" "$given" </dev/null)
+  exec {fd}< <(exec python3 -I -S "${TOOLKIT_LOCK_HELPER:-$TOOLKIT_HELPER_DIR/lock_helper.py}" "$lock" hold "$$ $2 train.sh" "$me" "${TOOLKIT_LOCK_WAIT:-1}" "$given" </dev/null)
   read -r reply <&"$fd" || true
   exec {fd}<&-
   if ((given > 2)) && [[ -e /proc/$$/fd/$given ]]; then
@@ -167,7 +111,7 @@ probe_lock() { # <lock-file>
   local reply
   TOOLKIT_LOCK_HOLDER=
   [[ -e $1 || -L $1 ]] || return 0
-  reply=$(python3 -I -S -c "$TOOLKIT_LOCK_HELPER" "$1" probe "" "$BASHPID" 0 </dev/null) || true
+  reply=$(python3 -I -S "${TOOLKIT_LOCK_HELPER:-$TOOLKIT_HELPER_DIR/lock_helper.py}" "$1" probe "" "$BASHPID" 0 </dev/null) || true
   case $reply in
     free) return 0 ;;
     held*) TOOLKIT_LOCK_HOLDER=${reply#held} TOOLKIT_LOCK_HOLDER=${TOOLKIT_LOCK_HOLDER# } && return 1 ;;

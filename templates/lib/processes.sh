@@ -19,67 +19,11 @@ stop_stale_processes() { # <ray-temp-dir> <gcs-port> <marker>
   stop_ray_processes "$uid" "$(ray_node_pattern "$1" "$2")"
 }
 
-# The marked-process helper (python3): the live processes of UID whose environment holds
-# MARKER as one whole entry (not a substring: AGENTCORE_SLIME_RUN=ray-1 is not
-# AGENTCORE_SLIME_RUN=ray-12), and all their descendants of UID (a process that retitles
-# itself with setproctitle, as Ray's workers and agents and SGLang's schedulers do, overwrites
-# the memory /proc/PID/environ shows; it is found as the child of a marked one), never this
-# script. `signal SIG` sends SIG through a pidfd opened before the process is checked again
-# (same start time), so a PID reused meanwhile is never signalled. Prints the PIDs.
-TOOLKIT_MARKED_HELPER='
-import os, re, signal, sys
-mode, uid, marker = sys.argv[1], int(sys.argv[2]), os.fsencode(sys.argv[3])
-if not re.fullmatch(rb"AGENTCORE_SLIME_RUN=[a-z]+-[0-9a-f]{16}", marker):
-    sys.exit("not a run marker: %r (nothing signalled)" % marker)
-skip = {1, os.getpid(), os.getppid(), *(int(p) for p in sys.argv[4].split())}
-sig = getattr(signal, "SIG" + sys.argv[5]) if mode == "signal" else None
-
-def stat(pid):  # (state, parent, start time) of a process of UID, or None
-    try:
-        if os.stat(f"/proc/{pid}").st_uid != uid:
-            return None
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0], int(fields[1]), fields[19]
-
-procs = {int(n): stat(n) for n in os.listdir("/proc") if n.isdigit()}
-procs = {pid: st for pid, st in procs.items() if st and st[0] != b"Z" and pid not in skip}
-chosen = set()
-for pid in procs:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            if marker in f.read().split(b"\0"):
-                chosen.add(pid)
-    except OSError:
-        continue
-children = {}
-for pid, st in procs.items():
-    children.setdefault(st[1], []).append(pid)
-queue = list(chosen)
-while queue:
-    for child in children.get(queue.pop(), []):
-        if child not in chosen:
-            chosen.add(child)
-            queue.append(child)
-for pid in sorted(chosen):
-    if sig:
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            continue
-        try:
-            now = stat(pid)
-            if now is None or now[2] != procs[pid][2]:
-                continue
-            signal.pidfd_send_signal(pidfd, sig)
-        except OSError:
-            continue
-        finally:
-            os.close(pidfd)
-    print(pid)
-'
+# The marked-process helper: processes_helper.py (python3 -I -S, in TOOLKIT_HELPER_DIR) lists
+# (`list`) or signals (`signal SIG`) the live processes of UID whose environment holds MARKER as
+# one whole entry, and all their descendants of UID (a process that retitles itself, as Ray's
+# and SGLang's do, is found as the child of a marked one), never this script; a PID reused
+# meanwhile is never signalled. Prints the PIDs. TOOLKIT_MARKED_HELPER overrides its path.
 
 # is_run_marker TEXT: true when TEXT is a whole run marker (AGENTCORE_SLIME_RUN=<kind>-<hash>):
 # an empty or partial one would match far more than one run's processes.
@@ -91,13 +35,13 @@ is_run_marker() { # <text>
 # carry MARKER; prints their PIDs.
 signal_marked_processes() { # <signal> <uid> <marker>
   is_run_marker "$3" || die "not a run marker: '$3' (a bug: nothing was signalled)"
-  python3 -I -S -c "$TOOLKIT_MARKED_HELPER" signal "$2" "$3" "$$ ${BASHPID:-}" "$1"
+  python3 -I -S "${TOOLKIT_MARKED_HELPER:-$TOOLKIT_HELPER_DIR/processes_helper.py}" signal "$2" "$3" "$$ ${BASHPID:-}" "$1"
 }
 
 # marked_pids UID MARKER: the PIDs of UID's live processes that carry MARKER, one per line.
 marked_pids() { # <uid> <marker>
   is_run_marker "$2" || die "not a run marker: '$2' (a bug)"
-  python3 -I -S -c "$TOOLKIT_MARKED_HELPER" list "$1" "$2" "$$ ${BASHPID:-}"
+  python3 -I -S "${TOOLKIT_MARKED_HELPER:-$TOOLKIT_HELPER_DIR/processes_helper.py}" list "$1" "$2" "$$ ${BASHPID:-}"
 }
 
 # stop_marked_processes UID MARKER: TERM UID's processes that carry MARKER (how many:

@@ -59,8 +59,8 @@ refuse_foreign_secret() { # <file> <what>
 }
 
 # ensure_token_file FILE: reuse FILE (made mode 0600) or create it with a random token.
-# The token is written by python3 straight into a new file (O_EXCL, no link followed), then
-# renamed over FILE: never printed, never on argv.
+# The token is written by python3 (ray_helper.py token) straight into a new file (O_EXCL, no
+# link followed), then renamed over FILE: never printed, never on argv.
 ensure_token_file() { # <file>
   local file=$1
   (umask 077 && mkdir -p -- "$(dirname -- "$file")") ||
@@ -71,15 +71,8 @@ ensure_token_file() { # <file>
     say "Ray token authentication: using $file"
     return 0
   fi
-  python3 - "$file" <<'PY' || die "cannot create the Ray token file $file (set TOOLKIT_RAY_TOKEN_FILE to a writable path)"
-import os, secrets, sys
-path = sys.argv[1]
-new = f"{path}.new.{os.getpid()}"
-fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-with os.fdopen(fd, "w") as out:
-    out.write(secrets.token_hex(32))
-os.replace(new, path)
-PY
+  python3 "$TOOLKIT_HELPER_DIR/ray_helper.py" token "$file" ||
+    die "cannot create the Ray token file $file (set TOOLKIT_RAY_TOKEN_FILE to a writable path)"
   say "Ray token authentication: created $file (mode 0600)"
 }
 
@@ -142,55 +135,17 @@ refuse_unsafe_tls_file() { # <file> <what> <private>
 }
 
 # check_ray_tls_files CA CERT KEY PEER: exit 1 unless the files are safe (above) and a TLS
-# handshake in memory, both ways as Ray's mutual TLS does, succeeds: KEY matches CERT, CERT is
-# valid now and signed by CA, and CERT names this node's address (the one its traffic to PEER
-# leaves from: the head's address for a worker, 8.8.8.8's route for the head, as Ray picks it).
+# handshake in memory (ray_helper.py tls-check), both ways as Ray's mutual TLS does, succeeds:
+# KEY matches CERT, CERT is valid now and signed by CA, and CERT names this node's address: the
+# source address of the kernel's route to PEER (a UDP connect() that sends no packet), as Ray
+# picks its node address (PEER: the head's address for a worker; for a head 8.8.8.8, unless
+# TOOLKIT_NODE_IP names the address).
 check_ray_tls_files() { # <ca-cert> <cert> <key> <peer>
   refuse_unsafe_tls_file "$1" RAY_TLS_CA_CERT 0
   refuse_unsafe_tls_file "$2" RAY_TLS_SERVER_CERT 0
   refuse_unsafe_tls_file "$3" RAY_TLS_SERVER_KEY 1
-  python3 - "$@" <<'PY' || die "RAY_TLS: the certificate files do not work for this node (see the line above; docs/launcher.md, 'Ray security: tokens and TLS')"
-import socket, ssl, sys
-ca, cert, key, peer = sys.argv[1:5]
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-    try:
-        probe.connect((peer, 80))
-        address = probe.getsockname()[0]
-    except OSError:
-        address = "127.0.0.1"
-def context(side):
-    ctx = ssl.SSLContext(side)
-    ctx.load_verify_locations(ca)
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_cert_chain(cert, key)
-    return ctx
-try:
-    client, server = context(ssl.PROTOCOL_TLS_CLIENT), context(ssl.PROTOCOL_TLS_SERVER)
-except ssl.SSLError as err:
-    sys.exit(f"RAY_TLS: {key} is not the key of {cert}, or a file is not PEM ({err.reason})")
-pipes = [ssl.MemoryBIO() for _ in range(4)]
-ends = [client.wrap_bio(pipes[0], pipes[1], server_hostname=address),
-        server.wrap_bio(pipes[2], pipes[3], server_side=True)]
-done = [False, False]
-try:
-    for _ in range(10):
-        for i, end in enumerate(ends):
-            try:
-                end.do_handshake()
-                done[i] = True
-            except ssl.SSLWantReadError:
-                pass
-        pipes[2].write(pipes[1].read())
-        pipes[0].write(pipes[3].read())
-        if all(done):
-            break
-except ssl.SSLCertVerificationError as err:
-    sys.exit(f"RAY_TLS: {cert} does not verify for this node's address {address} with the CA {ca}: {err.verify_message}")
-except ssl.SSLError as err:
-    sys.exit(f"RAY_TLS: a TLS handshake with {cert} and the CA {ca} fails: {err.reason}")
-if not all(done):
-    sys.exit("RAY_TLS: the TLS handshake check did not finish")
-PY
+  python3 "$TOOLKIT_HELPER_DIR/ray_helper.py" tls-check "$@" ||
+    die "RAY_TLS: the certificate files do not work for this node (see the line above; docs/launcher.md, 'Ray security: tokens and TLS')"
 }
 
 # resolve_ray_temp_dir: RAY_TEMP_DIR, by default `ray` in this user's private node-local
@@ -234,18 +189,7 @@ release_run_lock() {
 # env-file key that chooses it.
 check_ports_free() { # <key=port>...
   local busy
-  busy=$(python3 - "$@" <<'PY'
-import socket, sys
-for item in sys.argv[1:]:
-    key, port = item.split("=")
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("", int(port)))
-        except OSError:
-            print(f"{port} ({key})", end=" ")
-PY
-  ) || die "python3 could not check the Ray ports"
+  busy=$(python3 "$TOOLKIT_HELPER_DIR/ray_helper.py" ports "$@") || die "python3 could not check the Ray ports"
   [[ -z $busy ]] ||
     die "ports in use by another process (another user's Ray?): ${busy% } (choose free ones with these keys in the env file)"
 }
@@ -298,38 +242,17 @@ start_ray_head() { # <num-gpus>
     die "ray start failed (see the output above)"
 }
 
-# The head's word to its workers that its run ended (not a crash): a key in Ray's internal
-# key-value store, which the workers' join.sh polls. ray._raylet.GcsClient talks to the GCS
-# directly (no driver), authenticated like every ray command (RAY_AUTH_MODE, the token file).
-TOOLKIT_RUN_END_KV='
-import sys, time
-from ray._raylet import GcsClient
-mode, address = sys.argv[1], sys.argv[2]
-key, namespace = b"run-ended", b"agentcore-slime"
-if mode == "put":
-    GcsClient(address=address).internal_kv_put(key, sys.argv[3].encode(), True, namespace)
-    sys.exit(0)
-import ctypes, os, signal
-ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: never outlive join.sh
-if os.getppid() != int(sys.argv[4]):
-    sys.exit(1)
-client = None
-while True:  # "watch": exit 0 once the key is there; an unreachable GCS is no answer
-    try:
-        client = client or GcsClient(address=address)
-        if client.internal_kv_get(key, namespace, timeout=5) is not None:
-            sys.exit(0)
-    except Exception:
-        client = None
-    time.sleep(float(sys.argv[3]))
-'
+# The head's word to its workers that its run ended (not a crash) is a key in Ray's internal
+# key-value store, which the workers' join.sh polls: ray_run_end.py (in TOOLKIT_HELPER_DIR; the
+# python3 that has Ray) puts it (`put`) or waits for it (`watch`). TOOLKIT_RUN_END_KV overrides
+# its path.
 
 # tell_workers_run_ended STATUS: before the head stops its Ray, tell the workers that the run
 # ended, and give them up to TOOLKIT_WORKERS_LEAVE_TIMEOUT seconds (default 20) to leave.
 tell_workers_run_ended() { # <exit-status>
   local deadline=$((SECONDS + ${TOOLKIT_WORKERS_LEAVE_TIMEOUT:-20})) state _ip _n role _id alive
   stop_node_watch
-  timeout -k 2 10 python3 -c "$TOOLKIT_RUN_END_KV" put "127.0.0.1:$RAY_PORT" "$1" 2>/dev/null ||
+  timeout -k 2 10 python3 "${TOOLKIT_RUN_END_KV:-$TOOLKIT_HELPER_DIR/ray_run_end.py}" put "127.0.0.1:$RAY_PORT" "$1" 2>/dev/null ||
     { say "could not tell the workers that the run ended: their join.sh will report a lost head"; return 0; }
   while ((SECONDS < deadline)); do
     alive=0
@@ -352,7 +275,7 @@ join_ray_cluster() { # <head-address> <num-gpus>
   run_in_background env "$(run_marker_env "${TOOLKIT_RUN_SLOT:-}")" ray start --address="$1" \
     --num-gpus "$2" --disable-usage-stats --block --temp-dir "$RAY_TEMP_DIR" \
     --dashboard-agent-listen-port "$RAY_DASHBOARD_AGENT_PORT"
-  python3 -c "$TOOLKIT_RUN_END_KV" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$me" </dev/null 2>/dev/null &
+  python3 "${TOOLKIT_RUN_END_KV:-$TOOLKIT_HELPER_DIR/ray_run_end.py}" watch "$1" "${TOOLKIT_RUN_END_POLL:-1}" "$me" </dev/null 2>/dev/null &
   TOOLKIT_END_WATCH_PID=$!
   while is_live "$TOOLKIT_CHILD_PID"; do
     if [[ -n $TOOLKIT_END_WATCH_PID ]] && ! is_live "$TOOLKIT_END_WATCH_PID"; then
@@ -391,11 +314,7 @@ print_join_command() { # <join-script> <num-nodes>
 # (from `ray list nodes`, which authenticates with the token).
 cluster_nodes() {
   ray list nodes --address="$(ray_dashboard_url)" --format=json --limit=10000 2>/dev/null |
-    python3 -c '
-import json, sys
-for node in json.load(sys.stdin):
-    gpus = int(float(node.get("resources_total", {}).get("GPU", 0)))
-    print(node["state"], node["node_ip"], gpus, "head" if node["is_head_node"] else "worker", node["node_id"])'
+    python3 "$TOOLKIT_HELPER_DIR/ray_helper.py" nodes
 }
 
 # wait_for_gpus NUM_NODES GPUS_PER_NODE TIMEOUT: wait until the cluster's live nodes have
@@ -446,16 +365,11 @@ stop_node_watch() {
   TOOLKIT_WATCH_PID='' TOOLKIT_END_WATCH_PID=''
 }
 
-# runtime_env_json PYTHONPATH: the job's Ray runtime env as JSON (built by python3's json):
+# runtime_env_json PYTHONPATH: the job's Ray runtime env as JSON (built by python3's json,
+# ray_helper.py runtime-env):
 # PYTHONPATH, CUDA_DEVICE_MAX_CONNECTIONS=1 and, when CUDA is pinned, CUDA_HOME and LD_LIBRARY_PATH.
 runtime_env_json() { # <pythonpath>
-  TOOLKIT_JOB_PYTHONPATH=$1 python3 - <<'PY'
-import json, os
-env = {"PYTHONPATH": os.environ["TOOLKIT_JOB_PYTHONPATH"], "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-if os.environ.get("TOOLKIT_CUDA_PINNED"):
-    env.update(CUDA_HOME=os.environ["CUDA_HOME"], LD_LIBRARY_PATH=os.environ.get("LD_LIBRARY_PATH", ""))
-print(json.dumps({"env_vars": env}, separators=(",", ":")))
-PY
+  TOOLKIT_JOB_PYTHONPATH=$1 python3 "$TOOLKIT_HELPER_DIR/ray_helper.py" runtime-env
 }
 
 # train_env_vars_json: the --train-env-vars value for slime's Megatron actors: the pinned

@@ -84,11 +84,7 @@ reap_server() { # [index]
 
 # sglang_is_healthy URL: true when GET URL/health answers 200 within 5 seconds.
 sglang_is_healthy() { # <url>
-  python3 - "$1" <<'PY' 2>/dev/null
-import sys, urllib.request
-with urllib.request.urlopen(sys.argv[1] + "/health", timeout=5) as reply:
-    sys.exit(0 if reply.status == 200 else 1)
-PY
+  python3 "$TOOLKIT_HELPER_DIR/sglang_helper.py" health "$1" 2>/dev/null
 }
 
 # wait_for_sglang URL TIMEOUT: wait_for_server for the last server started, TIMEOUT seconds from now.
@@ -274,13 +270,7 @@ make_engine_api_key() {
   TOOLKIT_ENGINE_KEY_FILE=$(mktemp --suffix=.yaml "${TMPDIR:-/tmp}/agentcore-sglang-key.XXXXXXXX") ||
     die "cannot create a private file for the SGLang API key (set TMPDIR to a directory of yours)"
   read -r TOOLKIT_ENGINE_API_KEY < <(
-    python3 - "$TOOLKIT_ENGINE_KEY_FILE" <<'PY'
-import secrets, sys
-key = secrets.token_hex(32)
-with open(sys.argv[1], "w", encoding="utf-8") as out:  # mktemp made it: ours, 0600
-    out.write(f"api-key: {key}\n")
-print(key)
-PY
+    python3 "$TOOLKIT_HELPER_DIR/sglang_helper.py" api-key "$TOOLKIT_ENGINE_KEY_FILE"
   ) || die "python3 could not make the SGLang API key"
   export TOOLKIT_ENGINE_API_KEY
 }

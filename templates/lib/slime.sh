@@ -39,13 +39,10 @@ slime_stack_args() { # <slime-dir> <megatron-to-hf-mode> <sglang-cuda-graph-max-
 }
 
 # sglang_source: two lines, the version of python3's sglang and the path of its
-# srt/server_args.py, found without importing sglang (find_spec runs no package code).
+# srt/server_args.py, found without importing sglang (find_spec runs no package code;
+# slime_helper.py).
 sglang_source() {
-  python3 -c 'import importlib.util as u, importlib.metadata as m, os
-s = u.find_spec("sglang")
-assert s and s.origin
-print(m.version("sglang"))
-print(os.path.join(os.path.dirname(s.origin), "srt", "server_args.py"))' 2>/dev/null
+  python3 "$TOOLKIT_HELPER_DIR/slime_helper.py" 2>/dev/null
 }
 
 # slime_identity SLIME_DIR: the checkout's commit (9 hex digits; +dirty with local changes), or

@@ -116,7 +116,7 @@ wait_started() { # <name>...
   assert_output_contains "not a run marker: ''"
   run -1 stop_marked_processes "$(id -u)" "AGENTCORE_SLIME_RUN="
   assert_output_contains "not a run marker"
-  run -1 python3 -c "$TOOLKIT_MARKED_HELPER" signal "$(id -u)" "" "" TERM
+  run -1 python3 "$TOOLKIT_HELPER_DIR/processes_helper.py" signal "$(id -u)" "" "" TERM
   assert_output_contains "not a run marker"
 }
 

@@ -390,12 +390,15 @@ exit 0'
 @test "join.sh: the head's word that its run ended: exit 0, one line, Ray stopped quietly" {
   # shellcheck disable=SC2016 # the stub's body expands when it runs
   stub ray '[[ $1 == start ]] && exec sleep 30; exit 0'
+  cat >"$WORK/run_end.py" <<PY
+import os, sys, time
+assert sys.argv[1:3] == ["watch", "10.0.0.1:6390"] and os.getppid() == int(sys.argv[4]), sys.argv
+while not os.path.exists("$WORK/ended"): time.sleep(0.1)
+PY
   {
     script_prelude
     # the KV watch stands in for Ray's key-value store here (tests/python/ray_real uses the real one)
-    echo "TOOLKIT_RUN_END_KV='import os, sys, time
-assert sys.argv[1:3] == [\"watch\", \"10.0.0.1:6390\"] and os.getppid() == int(sys.argv[4]), sys.argv
-while not os.path.exists(\"$WORK/ended\"): time.sleep(0.1)'"
+    echo "TOOLKIT_RUN_END_KV=$WORK/run_end.py"
     echo "TOOLKIT_RUN_SLOT=$(lock_slot ray "$WORK/ray")"
     echo "join_ray_cluster 10.0.0.1:6390 2"
   } >"$WORK/run.sh"
@@ -416,9 +419,10 @@ train.sh: the head's run ended: this node leaves the cluster"
 @test "join.sh: this node's Ray stopping without the head's word (the head died) is still an error" {
   # shellcheck disable=SC2016 # the stub's body expands when it runs
   stub ray '[[ $1 == start ]] && { sleep 1; echo "raylet: GCS unreachable" >&2; exit 1; }; exit 0'
+  echo 'import time; time.sleep(30)' >"$WORK/run_end.py"
   {
     script_prelude
-    echo "TOOLKIT_RUN_END_KV='import time; time.sleep(30)'"
+    echo "TOOLKIT_RUN_END_KV=$WORK/run_end.py"
     echo "join_ray_cluster 10.0.0.1:6390 2"
   } >"$WORK/run.sh"
   run -1 bash "$WORK/run.sh"

@@ -14,8 +14,9 @@ in the body, never by a session, so a session's turns would scatter.
 
 The servers' and the evaluation's flags are built here as data (lines of words),
 so the rendered script, ``bin/eval --dry-run``'s printout and the tests all see the same commands.
-The script shares the prelude and ``templates/lib`` with train.sh, and the run directory's
-``toolkit.yaml`` and ``env`` with training (same settings, same renders).
+The script shares the prelude and ``templates/lib`` with train.sh (the library functions it
+calls and their Python helpers: scripts/library.py), and the run directory's ``toolkit.yaml``
+and ``env`` with training (same settings, same renders).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..scripts.render import Rendered, RunPaths, _environment, _num, env_text, shell_quote
+from ..scripts.render import Rendered, RunPaths, _environment, _num, env_text, script_files, shell_quote
 from ..settings.schema import rollout_keys
 from ..settings.validate import Config
 
@@ -162,7 +163,7 @@ def render_eval(config: Config, paths: RunPaths, request: EvalRequest, templates
         "yaml_keys": [(key.yaml_key, c[key.name]) for key in rollout_keys()],
     }
     files = {
-        SCRIPT: env.get_template(TEMPLATE).render(context),
+        **script_files(SCRIPT, env.get_template(TEMPLATE).render(context), templates),
         "toolkit.yaml": env.get_template("toolkit.yaml.j2").render(context),
         "env": env_text(config),
     }

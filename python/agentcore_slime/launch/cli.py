@@ -298,7 +298,9 @@ def print_slime_command(rendered: Rendered, script_name: str) -> int:
     sys.stdout.flush()
     with tempfile.TemporaryDirectory(prefix="toolkit-dry-run-") as tmp:
         script = Path(tmp) / script_name
-        script.write_text(rendered.files[script_name], encoding="utf-8")
+        for name, text in rendered.files.items():  # the script and the Python helpers it runs
+            if name == script_name or name.endswith(".py"):
+                (Path(tmp) / name).write_text(text, encoding="utf-8")
         built = subprocess.run(
             ["bash", str(script), "--print-command"],
             stdin=subprocess.DEVNULL,

@@ -19,6 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from ..settings.schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
 from ..settings.validate import Config, global_batch_size
 from ..settings.variants import TEMPLATE, VARIANTS, Variant
+from . import library
 
 logger = logging.getLogger(__name__)
 
@@ -115,10 +116,23 @@ def _environment(templates: Path) -> Environment:
     )
     env.filters["q"] = shell_quote
     env.filters["yaml"] = _yaml_scalar
-    # library files are inserted as text, never parsed as Jinja (bash's ${#a[@]} is Jinja syntax)
-    env.globals["lib"] = lambda name: (templates / "lib" / name).read_text(encoding="utf-8")
-    env.globals["lib_files"] = sorted(path.name for path in (templates / "lib").glob("*.sh"))
+    # where scripts/library.py puts the library's functions (never parsed as Jinja: bash's
+    # ${#a[@]} is Jinja syntax) and the names of the script's Python helpers
+    env.globals["library_marker"] = library.MARKER
+    env.globals["helpers_marker"] = library.HELPERS_MARKER.removesuffix("\n")
     return env
+
+
+def script_files(name: str, text: str, templates: Path) -> dict[str, str]:
+    """A rendered template as the files of the run directory: the script (the library's
+    functions it calls linked in) and the Python helpers it runs, written beside it.
+
+    :param name: the script's file name (train.sh, join.sh, eval.sh).
+    :param text: the rendered template.
+    :param templates: the templates/ directory.
+    """
+    script, helpers = library.finish(text, templates / "lib")
+    return {name: script, **helpers}
 
 
 def _num(value: Value) -> str:
@@ -338,12 +352,12 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
         "sglang_cuda_graph_max_bs": SGLANG_CUDA_GRAPH_MAX_BS,
     }
     files = {
-        chosen.script: env.get_template(TEMPLATE).render(context),
+        **script_files(chosen.script, env.get_template(TEMPLATE).render(context), templates),
         "toolkit.yaml": env.get_template("toolkit.yaml.j2").render(context),
         "env": env_text(config),
     }
     if context["multi_node"]:
-        files["join.sh"] = env.get_template("join.sh.j2").render(
+        join = env.get_template("join.sh.j2").render(
             context,
             template="templates/join.sh.j2",
             script_name="join.sh",
@@ -351,6 +365,7 @@ def render(config: Config, paths: RunPaths, variant: str, cli_flags: list[str], 
             prints_command=False,
             summary=f"join the Ray head of {c['EXP_ID']} as a worker node (NUM_NODES={c['NUM_NODES']})",
         )
+        files.update(script_files("join.sh", join, templates))
     argv = ["python3", f"{c['SLIME_DIR']}/{chosen.entry}", RUNTIME_WORDS[0]]
     for _, lines in groups:
         for line in lines:
