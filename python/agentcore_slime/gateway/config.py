@@ -109,22 +109,12 @@ class GatewayConfig:
                     parse_typed(key, value)
             except ValueError as exc:
                 raise ConfigError(f"{key.gateway}={value!r}: {exc}", expected(key)) from None
-        if (
-            self.engine_retries < 0
-            or self.engine_retry_backoff < 0
-            or self.engine_timeout <= 0
-            or not 0 <= self.engine_outage_seconds < math.inf
-        ):
-            raise ConfigError(
-                "engine_retries, engine_retry_backoff and engine_outage_seconds must be >= 0, "
-                "engine_timeout > 0"
-            )
-        if not self.client_timeout > 0:
-            raise ConfigError(f"client_timeout {self.client_timeout} must be > 0 (seconds)")
-        if not self.render_timeout > 0:
-            raise ConfigError(f"render_timeout {self.render_timeout} must be > 0 (seconds)")
-        if self.session_body_bytes < 1 or self.stored_replies < 1:
-            raise ConfigError("session_body_bytes and stored_replies must be >= 1")
+        zero_ok = ("engine_retries", "engine_retry_backoff", "engine_outage_seconds")
+        timeouts = ("engine_timeout", "client_timeout", "render_timeout")
+        for name in (*zero_ok, *timeouts, "session_body_bytes", "stored_replies"):
+            value, bound = getattr(self, name), ">= 0" if name in zero_ok else "> 0"
+            if not (math.isfinite(value) and (value >= 0 if name in zero_ok else value > 0)):
+                raise ConfigError(f"{name} {value!r} must be a finite number {bound}")
 
     @property
     def level(self) -> int:

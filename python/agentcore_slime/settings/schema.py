@@ -763,35 +763,20 @@ def gateway_fields() -> str:
     for key in gateway_keys():
         value = parse_text(key, "")
         value = None if value == NONE else value
-        literal = f'"{value}"' if isinstance(value, str) else repr(value)
-        lines.append(f"    {key.gateway}: {_python_type(key)}{'' if key.required else f' = {literal}'}\n")
+        default = "" if key.required else f' = "{value}"' if isinstance(value, str) else f" = {value}"
+        lines.append(f"    {key.gateway}: {_python_type(key)}{default}\n")
     return "".join(lines)
 
 
-#: generated blocks (Markdown tables in the docs, fields in the config classes) -> their text
-GENERATED = {
-    "env": reference_table,
-    "rollout": rollout_table,
-    "gateway": gateway_table,
-    "names": family_list,
-    "toolkit-fields": toolkit_fields,
-    "gateway-fields": gateway_fields,
-}
+#: generated blocks (Markdown tables in the docs, fields of the config classes) -> their text
+GENERATED = {"env": reference_table, "rollout": rollout_table, "gateway": gateway_table, "names": family_list}
+GENERATED |= {"toolkit-fields": toolkit_fields, "gateway-fields": gateway_fields}
 
-_COMMAND = "generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema"
-_BLOCK = re.compile(
-    rf"(?P<head>^[ \t]*(?:<!-- |# ){_COMMAND} (?P<name>[\w-]+) [^\n]*\n)(?P<body>.*?)"
-    r"(?P<tail>^[ \t]*(?:<!-- |# )end generated[^\n]*\n)",
+_BLOCK = re.compile(  # a marker line naming the command that prints the block, the block, an end line
+    r"(?P<head>^[ \t]*(?:<!-- |# )generated: PYTHONPATH=python python3 -m agentcore_slime\.settings"
+    r"\.schema (?P<name>[\w-]+) [^\n]*\n).*?(?P<tail>^[ \t]*(?:<!-- |# )end generated[^\n]*\n)",
     re.MULTILINE | re.DOTALL,
 )
-
-
-def generated_block(name: str) -> str:
-    """One generated block as the docs embed it, between its two marker lines.
-
-    :param name: a key of :data:`GENERATED`.
-    """
-    return f"<!-- {_COMMAND} {name} (tests check it) -->\n" + GENERATED[name]() + "<!-- end generated -->\n"
 
 
 def regenerate(text: str) -> str:
