@@ -2,10 +2,10 @@
 # common.sh: messages, errors and small checks shared by every rendered script.
 # Sourced by the bats tests; bin/train copies the functions a script calls into runs/<EXP_ID>/*.sh.
 
-# The library's Python is in templates/lib/*_helper.py (checked by ruff and mypy), never inline.
+# The library's Python is in templates/lib/*.py (checked by ruff and mypy), never inline.
 # TOOLKIT_HELPER_DIR is where they are: the directory of the file that defines this library,
 # that is templates/lib/ for the bats tests and bin/doctor (which source these files), and
-# runs/<EXP_ID>/ for a rendered script (bin/train writes the helpers it calls beside it).
+# runs/<EXP_ID>/ for a rendered script (bin/train or bin/eval writes those it runs beside it).
 TOOLKIT_HELPER_DIR=${TOOLKIT_HELPER_DIR:-$(CDPATH='' cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)}
 
 # say MESSAGE...: one progress line on stderr with the script's fixed prefix.
