@@ -106,6 +106,9 @@ def print_command(
     script = tmp_path / "train.sh"
     script.write_text(next(text for name, text in rendered.files.items() if name.endswith(".sh")
                            and name != "join.sh"), encoding="utf-8")
+    for name, text in rendered.files.items():  # the Python helpers the script runs, beside it
+        if name.endswith(".py"):
+            (tmp_path / name).write_text(text, encoding="utf-8")
     environ = {key: value for key, value in os.environ.items() if not key.startswith(("TOOLKIT_", "WANDB_"))}
     environ["PYTHONPATH"] = str(site)
     done = subprocess.run(["bash", str(script), "--print-command"], capture_output=True, text=True,
