@@ -37,9 +37,12 @@ def test_render_only_writes_the_run_dir_and_prints_how_to_run(env_file: Path, tm
     run_dir = tmp_path / "runs" / "cli-exp"
     assert out == f"bash {run_dir / 'train.sh'}\n"
     assert "warning: MODEL_DIR: /m/config.json does not exist" in err
-    assert sorted(p.name for p in run_dir.iterdir()) == [
-        ".rendered.json", ".run.lock", "env", "invocation.json", "manifest.json", "toolkit.yaml", "train.sh"
-    ]
+    helpers = ["budget_helper.py", "cuda_helper.py", "lock_helper.py", "processes_helper.py", "ray_helper.py",
+               "ray_run_end.py", "slime_helper.py"]  # the Python train.sh runs, beside it
+    assert sorted(p.name for p in run_dir.iterdir()) == sorted([
+        ".rendered.json", ".run.lock", "env", "invocation.json", "manifest.json", "toolkit.yaml", "train.sh",
+        *helpers,
+    ])
     assert (run_dir / ".run.lock").read_bytes() == b""  # released: no holder named
     assert (run_dir / "train.sh").stat().st_mode & 0o111
 
