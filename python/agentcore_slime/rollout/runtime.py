@@ -104,19 +104,11 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
     from agentcore_slime.gateway import GatewayConfig
     from agentcore_slime.gateway.engine import outage_seconds
 
-    return GatewayConfig(
+    return GatewayConfig.from_toolkit(
+        config,
         model_dir=str(model_dir),
-        model_id=config.model_id,
-        renderer_family=config.renderer_family,
-        cumulative_token_mode=config.cumulative_token_mode,
-        tool_call_parser=config.sglang_tool_call_parser,
-        reasoning_parser=config.sglang_reasoning_parser,
         host=config.gateway_host or _beside_router(getattr(args, "sglang_router_ip", None)),
-        port=config.gateway_port,
-        log_level=config.gateway_log_level,
         context_length=getattr(args, "sglang_context_length", None),
-        max_calls_per_episode=config.max_calls_per_episode,
-        max_tokens_per_episode=config.max_tokens_per_episode,
         engine_outage_seconds=outage_seconds(args),
     )
 
