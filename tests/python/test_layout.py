@@ -29,7 +29,7 @@ PACKAGE = REPO / "python" / "agentcore_slime"
 #: the rooms of agentcore_slime (its subpackages and top-level modules), lowest layer first; a room
 #: may import rooms of lower layers only
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors",),  # the one error every layer raises (stdlib only)
+    ("errors", "addresses"),  # the one error every layer raises; this host's addresses (stdlib only)
     ("settings", "datasets", "cost"),  # every setting, declared once, read and checked; the JSONL datasets;
     # the cost model (rollout, report, bin/eval and bin/train's estimate price a run with it)
     ("rundir", "gateway", "episodes", "scripts"),  # run-dir writes; gateway; agent episodes; renders

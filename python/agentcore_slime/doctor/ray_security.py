@@ -12,30 +12,17 @@ TLS", says what TLS covers and what stays cleartext.
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import stat
 from pathlib import Path
 
+from ..addresses import own_address
 from ..preflight.context import Context
 from ..preflight.report import Result, failed, passed, warned
 
 DOCS = "docs/launcher.md, 'Ray security: tokens and TLS'"
 SHARED_DOCS = "docs/launcher.md, 'Shared nodes: engines, routers and sessions'"
 TLS_FILES = ("RAY_TLS_CA_CERT", "RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY")
-
-
-def own_address(peer: str = "8.8.8.8") -> str:
-    """The address this node's traffic to ``peer`` leaves from (how Ray picks a node's address).
-
-    :param peer: any address; nothing is sent.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect((peer, 80))
-            return str(probe.getsockname()[0])
-        except OSError:
-            return "127.0.0.1"
 
 
 def unsafe_file_problem(name: str, path: Path, private: bool) -> str | None:

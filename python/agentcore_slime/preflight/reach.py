@@ -10,27 +10,13 @@ instance roles); whether they work is bin/doctor's aws.credentials (it asks STS)
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from pathlib import Path
 
+from ..addresses import is_loopback, own_address
 from .context import Context
 from .report import Result, failed, passed, warned
 
 _PROBE = Path(__file__).with_name("_credentials_probe.py")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address, or a name it resolves to) is this machine's loopback."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        try:
-            return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
-        except (OSError, ValueError):
-            return False
 
 
 def runtime_host(environ: dict[str, str]) -> str:
@@ -39,17 +25,7 @@ def runtime_host(environ: dict[str, str]) -> str:
 
     :param environ: the process environment.
     """
-    if environ.get("SLIME_HOST_IP"):
-        return environ["SLIME_HOST_IP"]
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect(("8.8.8.8", 80))  # UDP: nothing is sent
-            return str(probe.getsockname()[0])
-    except OSError:
-        try:
-            return socket.gethostbyname(socket.gethostname())
-        except OSError:
-            return "127.0.0.1"
+    return environ.get("SLIME_HOST_IP") or own_address()
 
 
 def check_gateway_address(ctx: Context) -> Result:

@@ -85,7 +85,7 @@ def _beside_router(router_ip: str | None) -> str | None:
     unless that is a loopback address (train.sh binds one node's engines and router to
     127.0.0.1): agents, on ACR above all, cannot reach loopback, so then every interface, with
     an address agents can reach advertised (None)."""
-    from agentcore_slime.preflight.reach import is_loopback
+    from agentcore_slime.addresses import is_loopback
 
     return None if router_ip is not None and is_loopback(router_ip) else router_ip
 
