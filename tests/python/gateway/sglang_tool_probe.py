@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "launcher"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "evaluate"))
 from sglang_parser_probe import _TorchvisionStandIn  # noqa: E402
 
 
