@@ -25,8 +25,8 @@ from fakes.acr_dataplane import AgentServer
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import Completion, FakeSGLang
-from fakes.toy_tokenizer import build_toy_tokenizer
 from fakes.standins import make_args
+from fakes.toy_tokenizer import build_toy_tokenizer
 
 CAP = 3
 TOOL_CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1 + 1"}}\n</tool_call>'

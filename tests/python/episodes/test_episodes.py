@@ -28,7 +28,6 @@ from agentcore_slime.episodes import (
 )
 from agentcore_slime.settings.config import ToolkitConfig, load_config
 from fakes.acr_dataplane import AcrDataPlane
-
 from fakes.standins import Behaviour, make_args
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/math_agent-AbC123"

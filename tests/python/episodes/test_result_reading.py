@@ -1,8 +1,8 @@
 """Reading the agents' result objects (issue 29) and polling several prefixes (issue 28).
 
 Real boto3 against moto's S3 server, through :class:`fakes.s3.S3Proxy` where S3's latency or
-faults matter; the watcher is the production :class:`ResultWatcher` with the pool size the
-runner gives it.
+faults matter; the watcher is the production :class:`ResultWatcher`, on the path production takes (presigned
+requests).
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ import asyncio
 import json
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
 import pytest
-from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher
+from agentcore_slime.episodes.results import ResultWatcher
 from fakes.s3 import LocalS3, S3Proxy
 
 
@@ -31,14 +30,13 @@ def _watch(url: str, bucket: str, keys: list[str], **settings: Any) -> tuple[lis
     s3 = boto3.client("s3", endpoint_url=url)
 
     async def main() -> tuple[list[Any], ResultWatcher, float]:
-        with ThreadPoolExecutor(RESULT_THREADS) as pool:
-            watcher = ResultWatcher(s3, bucket, pool, poll_interval=0.05, **settings)
-            started = time.monotonic()
-            try:
-                out = await asyncio.gather(*(watcher.watch(k) for k in keys), return_exceptions=True)
-                return list(out), watcher, time.monotonic() - started
-            finally:
-                await watcher.close()
+        watcher = ResultWatcher(s3, bucket, poll_interval=0.05, **settings)
+        started = time.monotonic()
+        try:
+            out = await asyncio.gather(*(watcher.watch(k) for k in keys), return_exceptions=True)
+            return list(out), watcher, time.monotonic() - started
+        finally:
+            await watcher.close()
 
     return asyncio.run(main())
 
@@ -73,16 +71,15 @@ def test_several_prefixes_share_one_list_budget(local_s3: LocalS3, s3_bucket: st
     s3 = boto3.client("s3", endpoint_url=local_s3.url)
 
     async def main() -> tuple[ResultWatcher, float, list[Any]]:
-        with ThreadPoolExecutor(RESULT_THREADS) as pool:
-            watcher = ResultWatcher(s3, s3_bucket, pool, poll_interval=0.05, max_list_rate=4.0)
-            futures = [watcher.watch(k) for k in keys]
-            started = time.monotonic()
-            await asyncio.sleep(2.0)  # nothing written yet: only polling
-            lists, seconds = watcher.list_requests, time.monotonic() - started
-            await asyncio.to_thread(_put, local_s3, s3_bucket, keys)
-            results = await asyncio.wait_for(asyncio.gather(*futures), 10)
-            await watcher.close()
-            return watcher, lists / seconds, results
+        watcher = ResultWatcher(s3, s3_bucket, poll_interval=0.05, max_list_rate=4.0)
+        futures = [watcher.watch(k) for k in keys]
+        started = time.monotonic()
+        await asyncio.sleep(2.0)  # nothing written yet: only polling
+        lists, seconds = watcher.list_requests, time.monotonic() - started
+        await asyncio.to_thread(_put, local_s3, s3_bucket, keys)
+        results = await asyncio.wait_for(asyncio.gather(*futures), 10)
+        await watcher.close()
+        return watcher, lists / seconds, results
 
     watcher, rate, results = asyncio.run(main())
     assert rate <= 4.0 + 1.5, f"{rate:.1f} LIST/s over three prefixes"  # 3 x 4 = 12 before

@@ -19,7 +19,6 @@ import pytest
 from agentcore_slime.episodes import EpisodeOutcome, EpisodeRequest, make_runner, new_session_id
 from agentcore_slime.settings.config import load_config
 from fakes.acr_dataplane import AcrDataPlane, AgentServer
-
 from fakes.standins import make_args
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/rl_app-XyZ987"

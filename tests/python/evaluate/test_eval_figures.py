@@ -31,9 +31,8 @@ from agentcore_slime.evaluate.summary import summarize
 from agentcore_slime.report.build import load_run
 from agentcore_slime.report.page import render_report
 from agentcore_slime.settings.config import load_config
-from slime.utils.eval_config import EvalDatasetConfig
-
 from fakes.standins import Behaviour, make_args
+from slime.utils.eval_config import EvalDatasetConfig
 
 #: per row: what the agent does and the reward it writes (two episodes per row)
 CASES = (("ok", 1.0), ("ok", 0.0), ("error", 1.0), ("ok", 0.5), ("hang", 1.0))

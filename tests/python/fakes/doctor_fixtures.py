@@ -18,6 +18,7 @@ import pytest
 from agentcore_slime.doctor import Context
 from agentcore_slime.settings.envfile import EnvEntry
 from agentcore_slime.settings.validate import resolve
+
 from fakes.doctor_helpers import FIXTURES, JOB_SITE, REPO, MakeContext
 
 

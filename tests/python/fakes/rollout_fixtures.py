@@ -1,4 +1,5 @@
-"""Fixtures for the rollout tests (rollout/, episodes/, settings/, evaluate/): local S3 (moto server), stand-in agent and gateway.
+"""Fixtures for the rollout tests (rollout/, episodes/, settings/, evaluate/): local S3 (moto
+server), stand-in agent and gateway.
 
 The shim's production code runs unchanged: boto3 reaches the moto server through
 ``AWS_ENDPOINT_URL_S3``, the local transport POSTs to the stand-in agent over loopback
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 from agentcore_slime.rollout import runtime
-from fakes.s3 import LocalS3
 
+from fakes.s3 import LocalS3
 from fakes.standins import Behaviour, Script, StandinAgent, StandinGateway
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from agentcore_slime.gateway.trace import CallTrace
 from aiohttp import web
+
 from fakes.acr_dataplane import SESSION_HEADER
 from fakes.http import ThreadedAiohttpServer
 

@@ -30,12 +30,12 @@ from typing import Any
 import httpx
 import pytest
 from agentcore_slime.gateway import GatewayConfig, GatewayProcess
+from agentcore_slime.gateway.build import LARGE_BODY_BYTES, LARGE_RENDER_THREADS
+from agentcore_slime.gateway.child import READY_PREFIX
 from agentcore_slime.gateway.config import ADMIN_SECRET_HEADER
+from agentcore_slime.gateway.conversation import normalize_messages
 from agentcore_slime.gateway.limits import TokenFloor
-from agentcore_slime.gateway.process import READY_PREFIX
 from agentcore_slime.gateway.protocols import ROUTES
-from agentcore_slime.gateway.rendering import normalize_messages
-from agentcore_slime.gateway.server import LARGE_BODY_BYTES, LARGE_RENDER_THREADS
 from fakes.sglang_server import FakeSGLang, text_policy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,7 +83,7 @@ def test_a_queue_of_huge_renders_does_not_delay_another_sessions_first_call(make
     session's 2-character first call is served by the small lane meanwhile. Before, the 4
     render threads all held huge renders and the small call waited for them."""
     stand = make_stand(fake={"context_length": 4_194_304})
-    gate = _Gate(stand.gateway._builder, LARGE_BODY_BYTES)
+    gate = _Gate(stand.gateway.calls.prompts, LARGE_BODY_BYTES)
     stand.script.replies += ["ok"] * 20
     bases = [stand.gateway.create_session(f"big-{i}") for i in range(12)]
     status: list[int] = []
@@ -118,7 +118,7 @@ def test_a_queue_of_huge_renders_does_not_delay_another_sessions_first_call(make
 
 def test_a_render_past_the_render_timeout_is_a_503_and_the_session_stays_usable(make_stand) -> None:
     stand = make_stand(fake={"context_length": 4_194_304}, render_timeout=0.5)
-    gate = _Gate(stand.gateway._builder, LARGE_BODY_BYTES)
+    gate = _Gate(stand.gateway.calls.prompts, LARGE_BODY_BYTES)
     stand.script.replies.append("after the timeout")
     base = stand.gateway.create_session("s")
     started = time.monotonic()
@@ -139,7 +139,7 @@ def test_a_render_past_the_render_timeout_is_a_503_and_the_session_stays_usable(
 def test_a_queued_render_that_times_out_never_runs(make_stand) -> None:
     """Renders queued behind a held one time out without being rendered at all."""
     stand = make_stand(fake={"context_length": 4_194_304}, render_timeout=0.5)
-    gate = _Gate(stand.gateway._builder, LARGE_BODY_BYTES)
+    gate = _Gate(stand.gateway.calls.prompts, LARGE_BODY_BYTES)
     bases = [stand.gateway.create_session(f"s{i}") for i in range(LARGE_RENDER_THREADS + 2)]
     with httpx.Client(timeout=30, trust_env=False) as client:
         threads = [
@@ -161,8 +161,8 @@ def test_a_prompt_that_cannot_fit_is_refused_before_its_render(make_stand) -> No
     seconds its render takes, and the renderer is never called."""
     stand = make_stand()  # the stand-in's context: 32768 tokens
     rendered: list[int] = []
-    render_array = stand.gateway._builder.render_array
-    stand.gateway._builder.render_array = lambda m, t: rendered.append(1) or render_array(m, t)
+    render_array = stand.gateway.calls.prompts.render_array
+    stand.gateway.calls.prompts.render_array = lambda m, t: rendered.append(1) or render_array(m, t)
     base = stand.gateway.create_session("s")
     started = time.monotonic()
     resp = _chat(base, _big_body(2_700_000))
@@ -239,7 +239,7 @@ def test_a_session_cannot_hold_more_body_bytes_than_its_bound(make_stand) -> Non
         for conn in held:
             conn.close()
     time.sleep(0.3)
-    assert stand.gateway._session("s").bytes_in_flight == 0  # released when they went away
+    assert stand.gateway.sessions.get("s").bytes_in_flight == 0  # released when they went away
 
 
 def test_a_body_without_a_length_counts_as_the_largest(make_stand) -> None:
@@ -283,7 +283,7 @@ def test_one_sessions_counts_take_one_render_lane_at_a_time(make_stand) -> None:
     render one at a time, so another session's large call still finds a lane (before: 150
     counts of one session filled both large lanes and the other call waited 13 s)."""
     stand = make_stand(fake={"context_length": 4_194_304})
-    gate = _Gate(stand.gateway._builder, LARGE_BODY_BYTES)
+    gate = _Gate(stand.gateway.calls.prompts, LARGE_BODY_BYTES)
     base = stand.gateway.create_session("counter")
     status: list[int] = []
     counts = [
@@ -352,7 +352,7 @@ def test_keys_the_template_never_renders_are_not_stored(make_stand) -> None:
     traces = stand.gateway.traces("s")
     assert all("x_junk" not in m for t in traces for m in t.messages)
     assert traces[-1].messages[-1] == {"role": "user", "content": "turn 7"}
-    assert stand.gateway._session("s").last_raw == []  # nor is the last body held between calls
+    assert stand.gateway.sessions.get("s").last_raw == []  # nor is the last body held between calls
 
 
 # --------------------------------------------------------------------- stored replies
@@ -363,7 +363,7 @@ def test_stored_replies_are_bounded_per_session_oldest_first(make_stand) -> None
     for i in range(6):
         body = {"model": "m", "messages": [{"role": "user", "content": f"q{i}"}]}
         assert _chat(base, body, headers={"Idempotency-Key": f"k{i}"}).status_code == 200
-    assert list(stand.gateway._session("s").replies) == ["k3", "k4", "k5"]
+    assert list(stand.gateway.sessions.get("s").replies) == ["k3", "k4", "k5"]
     newest = _chat(
         base,
         {"model": "m", "messages": [{"role": "user", "content": "q5"}]},
@@ -416,7 +416,7 @@ def test_admin_routes_need_the_secret_even_from_loopback(make_stand) -> None:
             method, f"{gw.url}{path}", json={"session_id": "x"}, headers={ADMIN_SECRET_HEADER: "x" * 43}
         )
         assert wrong.status_code == 403
-    assert gw.traces("s") == [] and gw._session("x") is None  # nothing was created nor deleted
+    assert gw.traces("s") == [] and gw.sessions.get("x") is None  # nothing was created nor deleted
     ok = httpx.get(f"{gw.url}/admin/stats", headers=gw.admin_headers, trust_env=False)
     assert ok.status_code == 200 and ok.json()["sessions"] == 1
 

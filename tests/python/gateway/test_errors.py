@@ -10,8 +10,9 @@ import socket
 import httpx
 import openai
 import pytest
+from agentcore_slime.addresses import is_loopback
 from agentcore_slime.gateway import Gateway, GatewayConfig
-from agentcore_slime.gateway.server import _is_loopback
+from agentcore_slime.gateway.admin import AdminRoutes
 from aiohttp.test_utils import make_mocked_request
 
 
@@ -204,7 +205,7 @@ def test_admin_routes_serve_loopback_only(make_stand) -> None:
     ):
         request = make_mocked_request(method, path, transport=Transport())
         assert request.remote == "10.1.2.3"
-        refused = asyncio.run(gw._admin_guard(request, handler))
+        refused = asyncio.run(AdminRoutes(gw, gw.sessions, gw.calls).guard(request, handler))
         assert refused.status == 403
     assert httpx.delete(f"{gw.url}/admin/sessions/adm", headers=gw.admin_headers).status_code == 200
     assert (
@@ -214,11 +215,11 @@ def test_admin_routes_serve_loopback_only(make_stand) -> None:
 
 
 def test_loopback_check() -> None:
-    assert _is_loopback("127.0.0.1") and _is_loopback("::1")
+    assert is_loopback("127.0.0.1") and is_loopback("::1")
     assert (
-        not _is_loopback("10.0.0.5")
-        and not _is_loopback(None)
-        and not _is_loopback("garbage")
+        not is_loopback("10.0.0.5")
+        and not is_loopback(None)
+        and not is_loopback("garbage")
     )
 
 

@@ -56,11 +56,11 @@ def test_a_large_prompt_renders_while_the_gateway_keeps_answering(make_stand) ->
     so the test does not depend on how fast this machine renders), /health answers. Before,
     a render on the loop kept /health waiting for the whole render. The ids are exactly the
     renderer's own."""
-    from agentcore_slime.gateway.rendering import normalize_messages
+    from agentcore_slime.gateway.conversation import normalize_messages
 
     stand = make_stand(fake={"context_length": 262144})
-    builder = stand.gateway._builder
-    assert builder.releases_gil  # the toy tokenizer can be encoded piece by piece
+    builder = stand.gateway.calls.prompts
+    assert builder.releases_gil  # the toy tokenizer is encoded by its Rust tokenizer
     gate, rendering = threading.Event(), threading.Event()
     render_array = builder.render_array
 
@@ -85,20 +85,20 @@ def test_a_large_prompt_renders_while_the_gateway_keeps_answering(make_stand) ->
     assert stand.engine.requests[0]["input_ids"] == builder.render(normalize_messages(messages), None)
 
 
-def test_without_segment_encoding_a_large_prompt_renders_in_the_worker_process(make_stand) -> None:
-    """When the tokenizer cannot be encoded piece by piece (it would hold the GIL for the
-    whole render), a prompt over render_pool.OFFLOAD_CHARS is rendered by the render worker
-    process, with exactly the in-process render's ids."""
-    from agentcore_slime.gateway.rendering import normalize_messages
+def test_without_the_rust_tokenizer_a_large_prompt_renders_in_the_worker_process(make_stand) -> None:
+    """When the tokenizer cannot be encoded by its Rust tokenizer (the renderer's render holds
+    the GIL for the whole render), a prompt over render_pool.OFFLOAD_CHARS is rendered by the
+    render worker process, with exactly the in-process render's ids."""
+    from agentcore_slime.gateway.conversation import normalize_messages
 
     stand = make_stand(fake={"context_length": 262144})
-    builder = stand.gateway._builder
-    builder.segments.disable("test: a tokenizer that must be encoded whole")
+    builder = stand.gateway.calls.prompts
+    builder.rust = None  # as for a tokenizer whose own encoding differs from the renderer's
     messages = [{"role": "user", "content": "word " * 60_000}]
     big, status = _send_large_prompt(stand, messages)
     big.join(120)
     assert status == [200]
-    assert stand.gateway._render_pool.rendered == 1
+    assert stand.gateway.calls.render_pool.rendered == 1
     assert stand.engine.requests[0]["input_ids"] == builder.render(normalize_messages(messages), None)
 
 
@@ -370,7 +370,7 @@ def test_non_finite_session_sampling_params_are_refused(
 
 # --------------------------------------------------------------------- 7. IPv6
 def test_url_host_brackets_ipv6_literals() -> None:
-    from agentcore_slime.gateway.server import url_host
+    from agentcore_slime.addresses import url_host
 
     assert url_host("::1") == "[::1]" and url_host("fd00::5") == "[fd00::5]"
     assert url_host("10.0.0.5") == "10.0.0.5" and url_host("[::1]") == "[::1]"

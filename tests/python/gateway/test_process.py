@@ -27,7 +27,7 @@ import openai
 import pytest
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.gateway import Gateway, GatewayConfig, GatewayProcess, GatewayProcessDied
-from agentcore_slime.gateway.process import _ready_or_raise, how_it_died
+from agentcore_slime.gateway.child import how_it_died, ready_or_raise
 from fakes.sglang_server import FakeSGLang, fake_logprob, text_policy
 from gateway_helpers import ADD_TOOL, Script, tool_call_text
 
@@ -231,9 +231,9 @@ def test_start_up_errors_have_the_type_and_message_of_gateway_start(
 def test_start_up_error_kinds_map_back() -> None:
     for kind, cls in [("ConfigError", ConfigError), ("ValueError", ValueError), ("OSError", OSError)]:
         with pytest.raises(cls, match="^what is wrong$"):
-            _ready_or_raise({"error": kind, "message": "what is wrong"})
+            ready_or_raise({"error": kind, "message": "what is wrong"})
     with pytest.raises(RuntimeError, match="^boom$"):
-        _ready_or_raise({"error": "KeyError", "message": "boom"})
+        ready_or_raise({"error": "KeyError", "message": "boom"})
 
 
 def test_a_child_that_does_not_report_in_time_is_killed_with_a_clear_error(model_dir: Path) -> None:

@@ -12,17 +12,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from agentcore_slime.gateway.rendering import (
-    RenderError,
-    choose_renderer,
-    infer_family,
-    load_tokenizer,
-    normalize_messages,
-    parse_completion,
-    parse_turn,
-    parsing_view,
-    same_reply,
-)
+from agentcore_slime.gateway.conversation import RenderError, normalize_messages, same_reply
+from agentcore_slime.gateway.family import choose_renderer, infer_family, load_tokenizer
+from agentcore_slime.gateway.parsing import parse_completion, parse_turn, parsing_view
 
 
 def _variant(model_dir: Path, tmp_path: Path, name: str, **config) -> Path:

@@ -22,19 +22,11 @@ from typing import Any
 
 import httpx
 import pytest
+from agentcore_slime.gateway.conversation import normalize_messages
 from agentcore_slime.gateway.engine import generate_body
-from agentcore_slime.gateway.rendering import (
-    BATCH_ENCODE_CHARS,
-    SEGMENT_CACHE_MIN,
-    MemoTokenizer,
-    PromptBuilder,
-    SegmentEncoder,
-    _split_tokens,
-    choose_renderer,
-    normalize_messages,
-    parse_completion,
-    parsing_view,
-)
+from agentcore_slime.gateway.family import choose_renderer
+from agentcore_slime.gateway.parsing import MemoTokenizer, parse_completion, parsing_view
+from agentcore_slime.gateway.rendering import PromptBuilder
 from agentcore_slime.gateway.store import pack, unpack
 from agentcore_slime.gateway.wire import BadRequest, load_json
 from gateway_helpers import json_values
@@ -87,76 +79,56 @@ def test_load_json_keeps_long_integers_exact_and_refuses_what_it_refused() -> No
         load_json(b"[" * 100 + b"]" * 100)
 
 
-# --------------------------------------------------------------------- segment encoding
+# --------------------------------------------------------------------- full renders
 PIECES = st.sampled_from(
     ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "\n", " ", "  ", "\n\n", "user", "système"]
 )
 WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(PIECES | WORDS, max_size=60), st.integers(0, 3))
-def test_pieces_encoded_apart_are_the_whole_text_encoded(tokenizer: Any, parts: list[str], long: int) -> None:
-    """Short texts, and long ones (cached pieces, the GIL-free batch path), twice (cache hits)."""
-    text = "".join(parts) + ("<|im_start|>system\n" + "words and more words " * 400 + "<|im_end|>\n") * long
-    encoder = SegmentEncoder(tokenizer)
-    assert encoder.enabled
-    whole = tokenizer.encode(text, add_special_tokens=False)
-    assert encoder.encode(text).tolist() == whole
-    assert encoder.encode(text).tolist() == whole
-    assert "".join(encoder.pieces(text)) == text
-
-
-def test_split_tokens_leave_out_tokens_that_can_overlap_or_strip() -> None:
-    class Added:
-        def __init__(self, content: str, special: bool = True, lstrip: bool = False) -> None:
-            self.content, self.special, self.lstrip = content, special, lstrip
-            self.rstrip = self.single_word = self.normalized = False
-
-    class Tokenizer:
-        added_tokens_decoder = {
-            i: token
-            for i, token in enumerate(
-                [
-                    Added("<end>"),  # "<end>!" contains it: a cut after it could split that one
-                    Added("<end>!"),  # "<end>" ends with a start of it (kept out, to be safe)
-                    Added("<s>"),  # "x<s" ends with a start of it: in "x<s>" the tokenizer matches "x<s"
-                    Added("x<s", special=False),  # not special, but it can still overlap
-                    Added("<pad>", lstrip=True),  # strips the space before it
-                    Added("[SEP]"),
-                ]
-            )
-        }
-
-    assert _split_tokens(Tokenizer()) == ["[SEP]"]
-
-
-def test_a_difference_from_the_renderer_switches_segment_encoding_off(model_dir: Any, tokenizer: Any) -> None:
+def _builder(model_dir: Any, tokenizer: Any) -> tuple[Any, PromptBuilder]:
     renderer, choice = choose_renderer(
         str(model_dir), tokenizer, "auto", tool_call_parser="qwen", reasoning_parser=None
     )
-    builder = PromptBuilder(renderer, tokenizer, choice.family)
+    return renderer, PromptBuilder(renderer, tokenizer, choice.family)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(PIECES | WORDS, max_size=60), st.lists(PIECES | WORDS, max_size=20), st.integers(0, 2))
+def test_full_renders_are_the_renderers_ids(
+    model_dir: Any, tokenizer: Any, system: list[str], user: list[str], long: int
+) -> None:
+    """The chat template's text encoded by the Rust tokenizer (the GIL released) is exactly
+    the renderer's own render, special tokens in the messages' text and long texts included."""
+    renderer, builder = _builder(model_dir, tokenizer)
     assert builder.releases_gil
-    segments = builder.segments
-    assert segments is not None
-    messages = normalize_messages([{"role": "user", "content": "add 2 and 3"}])
+    messages = normalize_messages(
+        [
+            {"role": "system", "content": "".join(system) + "words and more words " * 400 * long},
+            {"role": "user", "content": "".join(user)},
+        ]
+    )
     expected = list(renderer.render_ids(messages, add_generation_prompt=True))
-    real_encode = segments.encode
-    segments.encode = lambda text: real_encode(text)[:-1]  # type: ignore[method-assign]
-    assert builder.render(messages, None) == expected  # the renderer's ids, not the wrong ones
-    assert not builder.releases_gil
     assert builder.render(messages, None) == expected
 
 
-def test_long_pieces_are_cached_once(tokenizer: Any) -> None:
-    encoder = SegmentEncoder(tokenizer)
-    system = "<|im_start|>system\n" + "a long shared system prompt " * 300 + "<|im_end|>"
-    assert len(system) >= SEGMENT_CACHE_MIN
-    texts = [f"{system}\n<|im_start|>user\n{task}<|im_end|>\n" + "filler " * 1200 for task in "abc"]
-    for text in texts:
-        assert encoder.encode(text).tolist() == tokenizer.encode(text, add_special_tokens=False)
-    shared = next(piece for piece in encoder.pieces(texts[0]) if "shared system prompt" in piece)
-    assert list(encoder._cache).count(shared) == 1
+def test_a_tokenizer_that_encodes_otherwise_than_the_renderer_is_not_used(
+    model_dir: Any, tokenizer: Any
+) -> None:
+    """Checked once when the builder is made: a difference leaves full renders to the renderer."""
+    renderer, choice = choose_renderer(
+        str(model_dir), tokenizer, "auto", tool_call_parser="qwen", reasoning_parser=None
+    )
+    messages = normalize_messages([{"role": "user", "content": "add 2 and 3"}])
+    expected = list(renderer.render_ids(messages, add_generation_prompt=True))
+    real = renderer.render_ids
+    renderer.render_ids = lambda *args, **kwargs: [*real(*args, **kwargs), 0]
+    try:
+        builder = PromptBuilder(renderer, tokenizer, choice.family)
+        assert not builder.releases_gil
+        assert builder.render(messages, None) == [*expected, 0]  # the renderer's ids, whatever they are
+    finally:
+        del renderer.render_ids
 
 
 # --------------------------------------------------------------------- stored blobs
@@ -192,7 +164,7 @@ def test_a_deleted_session_frees_its_ids_and_stats_say_what_is_held(make_stand: 
     stand = make_stand(cumulative_token_mode=True)
     _tool_turns(stand, "kept", 2)
     _tool_turns(stand, "gone", 3)
-    session = stand.gateway._sessions["gone"]
+    session = stand.gateway.sessions.by_id["gone"]
     # the session's id sequences (one array while the calls extend each other) and logprobs
     arrays = [weakref.ref(a) for call in session.store.snapshot() for a in (call.ids, call.logprobs)]
     assert len({id(call.ids) for call in session.store.snapshot()}) == 1  # cumulative: one sequence
@@ -217,7 +189,7 @@ def test_small_bridges_run_on_the_loop_and_long_new_text_in_a_render_thread(make
     """A turn that adds little is bridged on the event loop (a thread hand-off costs more); a
     turn that adds a long tool result is tokenized in a render thread, so the loop keeps serving."""
     stand = make_stand(cumulative_token_mode=True)
-    builder = stand.gateway._builder
+    builder = stand.gateway.calls.prompts
     threads: list[str] = []
     bridge = builder.bridge
 
@@ -241,24 +213,14 @@ def test_small_bridges_run_on_the_loop_and_long_new_text_in_a_render_thread(make
     assert threads[1].startswith("agentcore-gateway-render")
 
 
-def test_a_long_piece_is_cached_when_the_text_is_encoded_in_one_go(tokenizer: Any) -> None:
-    """Pieces long enough to cache are remembered whichever encode path the text took."""
-    encoder = SegmentEncoder(tokenizer)
-    system = "<|im_start|>system\n" + "x y " * (SEGMENT_CACHE_MIN // 4 + 10) + "<|im_end|>"
-    text = f"{system}\n<|im_start|>user\nhi<|im_end|>\n"
-    assert len(text) < BATCH_ENCODE_CHARS  # the plain path, not encode_batch
-    assert encoder.encode(text).tolist() == tokenizer.encode(text, add_special_tokens=False)
-    assert any("x y x y" in piece for piece in encoder._cache)
-
-
 def test_the_render_worker_renders_as_the_renderer_does(model_dir: Any) -> None:
-    """The worker process renders only when the gateway's segment encoding is off (or cannot be
-    used): it must not take that path itself."""
+    """The worker process renders only when the gateway cannot encode with the Rust tokenizer
+    (its encoding differs from the renderer's): it must not take that path itself."""
     from agentcore_slime.gateway import render_pool
 
     render_pool._init_worker(render_pool.RendererSpec(str(model_dir), "default", "qwen", None))
     try:
-        assert render_pool._WORKER["builder"].segments is None
+        assert render_pool._WORKER["builder"].rust is None
     finally:
         render_pool._WORKER.clear()
 
@@ -312,7 +274,7 @@ def test_a_request_repeating_the_conversation_holds_it_once(make_stand: Any) -> 
         assert reply.status_code == 200, reply.text
         sent.append(json.loads(json.dumps(messages)))
         messages += [reply.json()["choices"][0]["message"], {"role": "user", "content": f"more {turn}"}]
-    session = stand.gateway._sessions["s"]
+    session = stand.gateway.sessions.by_id["s"]
     traces = stand.gateway.traces("s")
     assert [t.messages for t in traces] == [normalize_messages(m) for m in sent]
     assert [t.token_mode for t in traces] == ["rendered", "bridged", "rendered"]
@@ -326,14 +288,14 @@ def test_parsed_requests_reuse_the_held_messages(make_stand: Any) -> None:
     base = stand.gateway.create_session("s")
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     seen = []
-    parse = stand.gateway._messages
+    parse = stand.gateway.calls._messages
 
     def recording(chat: Any, session: Any) -> Any:
         normalized = parse(chat, session)
         seen.append((list(chat.messages), normalized, list(session.last_raw), session.chain))
         return normalized
 
-    stand.gateway._messages = recording
+    stand.gateway.calls._messages = recording
     for turn in range(2):
         stand.script.replies.append(f"reply {turn}")
         reply = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": messages}, timeout=30)

@@ -111,7 +111,7 @@ def test_a_session_holds_its_context_once_and_traces_are_exact(make_stand) -> No
     assert [t.prompt_token_ids for t in traces] == [
         r["input_ids"] for r in stand.engine.requests
     ]
-    store = stand.gateway._sessions["s"].store
+    store = stand.gateway.sessions.by_id["s"].store
     last = traces[-1]
     # each call stored only what it added: the ids held are the final context, not the sum of prompts
     assert store.held_tokens == len(last.prompt_token_ids) + len(
@@ -125,7 +125,7 @@ def test_delete_session_releases_its_memory(make_stand) -> None:
     stand.script.replies += ["a", "b", "c"]
     base = stand.gateway.create_session("s")
     _conversation(base, 3)
-    session = stand.gateway._sessions["s"]
+    session = stand.gateway.sessions.by_id["s"]
     refs = [weakref.ref(session.store), weakref.ref(session.chain.ids)]  # type: ignore[union-attr]
     del session
     stand.gateway.delete_session("s")

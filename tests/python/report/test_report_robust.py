@@ -23,9 +23,9 @@ from agentcore_slime.observe import RunLog
 from agentcore_slime.observe.metrics import step_metrics
 from agentcore_slime.report import load_run, write_report
 from agentcore_slime.report.metrics_shape import INTEGER, MAX_MAGNITUDE, NUMBER, SHAPE
+from fakes.recorded_run import step_records, write_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from fakes.recorded_run import step_records, write_run
 
 REPO = Path(__file__).resolve().parents[3]
 MATHTEXT = "a $\\frac{$ b"

@@ -20,7 +20,6 @@ from agentcore_slime import rollout
 from agentcore_slime.cost import Rates, Schedule
 from agentcore_slime.rollout.costs import BUDGET_MARKER, BudgetExhausted
 from fakes.data_source import ListDataSource
-
 from fakes.standins import Behaviour, make_args
 
 RATES = Rates()  # the defaults the settings carry (2026 rates, 0.25 vCPU, 2 GB)

@@ -30,11 +30,10 @@ from agentcore_slime.settings.config import ConfigError
 from fakes.acr_dataplane import AcrDataPlane
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
-from slime.ray.rollout import RolloutManager
-from slime.utils.types import Sample
-
 from fakes.slime_split import check_sample_invariants, flatten
 from fakes.standins import Behaviour, StandinAgent, make_args
+from slime.ray.rollout import RolloutManager
+from slime.utils.types import Sample
 
 ARN = "arn:aws:bedrock-agentcore:us-west-2:123456789012:runtime/math_agent-AbC123"
 FILTER = "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std"

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from agentcore_slime import rollout
 from fakes.data_source import ListDataSource
-
 from fakes.standins import Behaviour, make_args
 
 KEPT = 100_000  # lists (always tracked by the collector) each episode keeps alive until the test ends

@@ -12,9 +12,8 @@ import dataclasses
 
 from agentcore_slime.gateway.trace import REPLY_REWRITTEN, CallTrace
 from agentcore_slime.rollout.traces import merge_traces, merge_traces_to_samples
-from slime.utils.types import Sample
-
 from fakes.standins import call
+from slime.utils.types import Sample
 
 
 def _with(trace: CallTrace, **changes: object) -> CallTrace:

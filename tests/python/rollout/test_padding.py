@@ -6,12 +6,11 @@ from typing import Any
 
 from agentcore_slime.rollout.padding import dp_layout, pad_for_dp
 from agentcore_slime.rollout.samples import KIND_PADDING, ShimRecord, is_padding, zero_gradient_sample
+from fakes.slime_split import check_sample_invariants, flatten, trained_positions
+from fakes.standins import make_args
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample
-
-from fakes.slime_split import check_sample_invariants, flatten, trained_positions
-from fakes.standins import make_args
 
 
 def padding(sample: Any, rollout_id: int) -> Sample:

@@ -21,12 +21,11 @@ from agentcore_slime.rollout.rewards import normalize_episode_rewards
 from agentcore_slime.rollout.samples import ShimRecord, is_padding
 from agentcore_slime.settings.config import ConfigError
 from fakes.data_source import ListDataSource
+from fakes.slime_split import check_sample_invariants, flatten, trained_positions
+from fakes.standins import Behaviour, call, make_args, multi_turn
 from slime.rollout.base_types import RolloutFnEvalOutput, RolloutFnTrainOutput
 from slime.utils.eval_config import EvalDatasetConfig
 from slime.utils.types import Sample
-
-from fakes.slime_split import check_sample_invariants, flatten, trained_positions
-from fakes.standins import Behaviour, call, make_args, multi_turn
 
 
 def behaviour_for(payload: dict[str, Any], sid: str) -> Behaviour:

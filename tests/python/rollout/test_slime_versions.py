@@ -37,10 +37,9 @@ from agentcore_slime.rollout.sampling import (
 from agentcore_slime.rollout.traces import CallTrace, merge_traces_to_samples
 from agentcore_slime.settings.config import ConfigError
 from fakes.data_source import ListDataSource
+from fakes.standins import make_args
 from slime.rollout.filter_hub.base_types import DynamicFilterOutput
 from slime.utils.types import Sample
-
-from fakes.standins import make_args
 from test_failures_and_sampling import rows, script
 
 FALLBACK = "test_slime_versions.nonzero_std_with_fallback"

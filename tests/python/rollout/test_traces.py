@@ -12,11 +12,10 @@ from typing import Any
 import pytest
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.rollout.traces import merge_traces, merge_traces_to_samples
+from fakes.standins import call, multi_turn
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from slime.utils.types import Sample
-
-from fakes.standins import call, multi_turn
 
 
 def template(metadata: Any = None) -> Sample:

@@ -24,11 +24,10 @@ from agentcore_slime.rollout.samples import ShimRecord
 from fakes.data_source import ListDataSource
 from fakes.s3 import LocalS3
 from fakes.sglang_server import FakeSGLang, text_policy
-from fakes.toy_tokenizer import build_toy_tokenizer
-from slime.utils.eval_config import EvalDatasetConfig
-
 from fakes.slime_split import check_sample_invariants, flatten
 from fakes.standins import Behaviour, StandinAgent, make_args
+from fakes.toy_tokenizer import build_toy_tokenizer
+from slime.utils.eval_config import EvalDatasetConfig
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import yaml
 from agentcore_slime.settings.config import ConfigError, check_slime_args, load_config
-
 from fakes.standins import make_args
 
 ARN = "arn:aws:bedrock-agentcore:eu-central-1:123456789012:runtime/math_agent-AbC123"
