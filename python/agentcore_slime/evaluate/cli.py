@@ -165,8 +165,6 @@ def start_gateway(config: ToolkitConfig, args: argparse.Namespace) -> Any:
             config,
             model_dir=args.model_dir,
             context_length=args.context_length,
-            max_calls_per_episode=None,  # bin/eval has never capped an episode's calls or tokens
-            max_tokens_per_episode=None,
         ),
         gateway_pool_size(config.gateway_processes, config.max_concurrent),
     )
