@@ -6,7 +6,7 @@
 to a local S3 server (moto in server mode on loopback, in its own process, reached by
 boto3 through ``AWS_ENDPOINT_URL_S3``). The runner's :class:`~agentcore_slime.episodes.results.ResultWatcher`
 waits for all of them exactly as a rollout step does: one paginated LIST of the step's
-prefix per poll cycle, then one GET per found object, boto3 calls in a bounded pool.
+prefix per poll cycle, then one GET per found object, presigned by boto3, sent with aiohttp.
 
 ``--prefixes N`` spreads the episodes over N result prefixes (input ids), as an eval step over
 N datasets did when each dataset had an input id of its own: the watcher's LIST budget
@@ -38,7 +38,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests" / "python"
 sys.path[:0] = [str(ROOT / "python"), str(TESTS), str(TESTS / "slime_standin")]
 
-from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher  # noqa: E402
+from agentcore_slime.episodes.results import ResultWatcher  # noqa: E402
 from agentcore_slime.episodes.runner import boto_config  # noqa: E402
 from fakes.s3 import LocalS3  # noqa: E402
 
@@ -99,7 +98,7 @@ def main() -> int:
         bucket = local_s3.create_bucket()
         import boto3
         from agentcore_slime.settings.config import load_config
-        from shim.standins import make_args
+        from fakes.standins import make_args
 
         config = load_config(make_args(agent_url="http://unused", s3_bucket=bucket, exp_id="bench"))
         s3 = boto3.session.Session().client("s3", config=boto_config(config))
@@ -114,30 +113,29 @@ def main() -> int:
         written: dict[str, float] = {}
         detected: dict[str, float] = {}
 
-        with ThreadPoolExecutor(max_workers=RESULT_THREADS) as pool:  # as in production
-            watcher = ResultWatcher(s3, bucket, pool, poll_interval=options.poll_interval)
-            list_seconds: list[float] = []
-            list_presigned = watcher._list_presigned
+        watcher = ResultWatcher(s3, bucket, poll_interval=options.poll_interval)  # as in production
+        list_seconds: list[float] = []
+        list_presigned = watcher._list_presigned
 
-            async def timed_list(*args: Any) -> tuple[list[str], int]:
-                begin = time.monotonic()
-                try:
-                    return await list_presigned(*args)
-                finally:
-                    list_seconds.append(time.monotonic() - begin)
+        async def timed_list(*args: Any) -> tuple[list[str], int]:
+            begin = time.monotonic()
+            try:
+                return await list_presigned(*args)
+            finally:
+                list_seconds.append(time.monotonic() - begin)
 
-            watcher._list_presigned = timed_list  # type: ignore[method-assign]
-            thread = threading.Thread(target=writer, args=(local_s3, bucket, schedule, written), daemon=True)
-            started = time.monotonic()
+        watcher._list_presigned = timed_list  # type: ignore[method-assign]
+        thread = threading.Thread(target=writer, args=(local_s3, bucket, schedule, written), daemon=True)
+        started = time.monotonic()
 
-            async def run() -> None:
-                thread.start()
-                await watch_all(watcher, keys, detected)
-                await watcher.close()
+        async def run() -> None:
+            thread.start()
+            await watch_all(watcher, keys, detected)
+            await watcher.close()
 
-            asyncio.run(run())
-            elapsed = time.monotonic() - started
-            thread.join()
+        asyncio.run(run())
+        elapsed = time.monotonic() - started
+        thread.join()
 
     latencies = [detected[k] - written[k] for k in keys]
     lists, gets = watcher.list_requests, watcher.get_requests

@@ -3,18 +3,16 @@
 Every rollout step uses one ``input_id``, so one paginated ``list_objects_v2`` of the
 step's prefix per poll cycle finds every finished episode of the step (instead of one HEAD
 per episode); each found object is then fetched once with GET, at most
-:data:`~.wire.MAX_RESULT_BYTES` of it. Requests run off the rollout's loop, on the watcher's
-own thread, so detecting results never waits behind invocations.
+:data:`~.wire.MAX_RESULT_BYTES` of it.
 
-GETs do not queue behind that pool: a thousand episodes ending together are a thousand GETs
-of 20-50 ms each (S3's latency), seconds when eight threads take them in turn. Each GET is a
-URL presigned by the boto3 client (its credentials, endpoint and region; no request is sent to
-sign) fetched with aiohttp, up to :data:`MAX_GETS` at once, with the retries botocore would
-make (connection errors, 5xx, throttling), on an event loop in a thread of the watcher's own
-(``agentcore-s3-get``: reading results costs the rollout's loop nothing but the hand-over).
-LISTs go the same way, their XML scanned for keys (botocore's parser is the costly part of a
-LIST of a thousand keys). A client that cannot presign (a stand-in) is listed and read with
-``list_objects_v2`` / ``get_object`` in the watcher's pool.
+One read path, for S3 and for the S3 server the tests and benchmarks run (moto): every
+request is a URL presigned by the boto3 client (its credentials, endpoint and region; no
+request is sent to sign) fetched with aiohttp, up to :data:`MAX_GETS` at once, with the
+retries botocore would make (connection errors, 5xx, throttling), on an event loop in a
+thread of the watcher's own (``agentcore-s3-get``: reading results costs the rollout's loop
+nothing but the hand-over). A thousand episodes ending together are a thousand GETs of 20-50 ms
+each (S3's latency): concurrent, not seconds in a few threads' turn. LISTs go the same way,
+their XML scanned for keys (botocore's parser is the costly part of a LIST of a thousand keys).
 """
 
 from __future__ import annotations
@@ -29,11 +27,9 @@ import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Coroutine
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agentcore_slime.episodes.transports import in_pool
 from agentcore_slime.episodes.wire import MAX_RESULT_BYTES, parse_result
 
 logger = logging.getLogger(__name__)
@@ -46,8 +42,6 @@ _FATAL_S3_CODES = {
     "InvalidAccessKeyId",
     "SignatureDoesNotMatch",
 }
-#: threads of the result watcher's pool (LISTs; GETs of a client that cannot presign)
-RESULT_THREADS = 8
 #: result GETs in flight at once (each mostly waits on S3's latency)
 MAX_GETS = 256
 _GET_ATTEMPTS = 5
@@ -79,9 +73,8 @@ class _Prefix:
 class ResultWatcher:
     """Finds result objects with one paginated LIST of their prefix per poll cycle.
 
-    :param s3: a boto3 S3 client.
+    :param s3: a boto3 S3 client (it presigns the requests; it sends none itself).
     :param bucket: the results bucket.
-    :param executor: the bounded thread pool for blocking calls.
     :param poll_interval: seconds between LIST cycles of one prefix.
     :param max_list_rate: at most this many LIST requests per second, all prefixes together
         (a prefix with many pages, or several prefixes at once, poll less often).
@@ -92,14 +85,12 @@ class ResultWatcher:
         self,
         s3: Any,
         bucket: str,
-        executor: Executor,
         poll_interval: float = 0.25,
         max_list_rate: float = 4.0,
         page_size: int | None = None,
     ) -> None:
         self.s3 = s3
         self.bucket = bucket
-        self.executor = executor
         self.poll_interval = poll_interval
         self.max_list_rate = max_list_rate
         self.page_size = page_size
@@ -132,32 +123,6 @@ class ResultWatcher:
             future = prefix.waiters.pop(key, None)
             if future is not None and not future.done():
                 future.cancel()
-
-    def _list_blocking(self, prefix: str, first: str, last: str) -> tuple[list[str], int]:
-        """Keys under ``prefix`` from ``first`` to at least ``last`` (sorted), and the pages used.
-
-        Keys below the smallest awaited key or above the largest cannot be awaited, so
-        the listing starts just before ``first`` and stops paginating after ``last``.
-        """
-        keys: list[str] = []
-        pages = 0
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "StartAfter": first[:-1]}
-        if self.page_size:
-            kwargs["MaxKeys"] = self.page_size
-        while True:
-            page = self.s3.list_objects_v2(**kwargs)
-            pages += 1
-            keys.extend(item["Key"] for item in page.get("Contents", ()))
-            if not page.get("IsTruncated") or (keys and keys[-1] >= last):
-                return keys, pages
-            kwargs["ContinuationToken"] = page["NextContinuationToken"]
-
-    def _get_blocking(self, key: str) -> dict[str, Any]:
-        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read(self.max_result_bytes + 1)
-        return parse_result(body, key, self.max_result_bytes)
-
-    def _presigns(self) -> bool:
-        return callable(getattr(self.s3, "generate_presigned_url", None)) and hasattr(self.s3, "meta")
 
     def _loop_for_gets(self) -> asyncio.AbstractEventLoop:
         """The GETs' event loop, in its own daemon thread (started at the first GET)."""
@@ -234,9 +199,12 @@ class ResultWatcher:
         return parse_result(body, key, self.max_result_bytes)
 
     async def _list_presigned(self, prefix: str, first: str, last: str) -> tuple[list[str], int]:
-        """:meth:`_list_blocking` through presigned URLs: the listing's XML is scanned for its
-        keys, not parsed into objects (botocore's parser costs ~80 us of CPU per key, and a step
-        of a thousand results lists a thousand keys a cycle at its end)."""
+        """Keys under ``prefix`` from ``first`` to at least ``last`` (sorted), and the pages used.
+
+        Keys below the smallest awaited key or above the largest cannot be awaited, so the
+        listing starts just before ``first`` and stops paginating after ``last``. The listing's
+        XML is scanned for its keys, not parsed into objects (botocore's parser costs ~80 us of
+        CPU per key, and a step of a thousand results lists a thousand keys a cycle at its end)."""
         params: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "StartAfter": first[:-1]}
         if self.page_size:
             params["MaxKeys"] = self.page_size
@@ -275,10 +243,7 @@ class ResultWatcher:
     async def _fetch(self, key: str, prefix: _Prefix) -> None:
         self.get_requests += 1
         try:
-            if self._presigns():
-                result = await self._on_get_loop(self._get_presigned(key))
-            else:
-                result = await in_pool(self.executor, self._get_blocking, key)
+            result = await self._on_get_loop(self._get_presigned(key))
         except Exception as exc:
             outcome: BaseException | dict[str, Any] = exc
         else:
@@ -300,9 +265,7 @@ class ResultWatcher:
     async def _list(self, name: str, prefix: _Prefix, awaited: list[str]) -> tuple[list[str], int] | None:
         """One LIST cycle; None when listing can never work (the waiters have been failed)."""
         try:
-            if self._presigns():
-                return await self._on_get_loop(self._list_presigned(name, min(awaited), max(awaited)))
-            return await in_pool(self.executor, self._list_blocking, name, min(awaited), max(awaited))
+            return await self._on_get_loop(self._list_presigned(name, min(awaited), max(awaited)))
         except Exception as exc:
             code = getattr(exc, "response", {}).get("Error", {}).get("Code")
             if code in _FATAL_S3_CODES:

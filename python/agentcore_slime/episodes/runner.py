@@ -22,7 +22,7 @@ from typing import Any
 from agentcore_slime.cost import cost_problem
 from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.episodes.pacing import RateLimiter
-from agentcore_slime.episodes.results import RESULT_THREADS, ResultWatcher
+from agentcore_slime.episodes.results import ResultWatcher
 from agentcore_slime.episodes.transports import AcrTransport, LocalTransport, Transport
 from agentcore_slime.episodes.wire import InvokeError, build_payload, extract_reward, result_key
 from agentcore_slime.settings.config import ToolkitConfig
@@ -236,9 +236,7 @@ def make_runner(config: ToolkitConfig, executor: Executor) -> EpisodeRunner:
     else:
         assert config.agent_url is not None
         transport = LocalTransport(config.agent_url, timeout=min(config.acr_timeout, 900.0))
-    results_pool = ThreadPoolExecutor(max_workers=RESULT_THREADS, thread_name_prefix="agentcore-s3")
-    own.append(results_pool)
-    watcher = ResultWatcher(s3, config.s3_bucket, results_pool, poll_interval=config.result_poll_interval)
+    watcher = ResultWatcher(s3, config.s3_bucket, poll_interval=config.result_poll_interval)
     runner = EpisodeRunner(config, transport, watcher, RateLimiter(config.acr_tps_limit))
     runner.own_executors = own
     return runner
