@@ -631,14 +631,9 @@ def _measure_long_prompt(
 
 # ----------------------------------------------------------------------------- prompt building
 def bench_prompt(model_dir: str, turns: int, repeats: int = 30) -> dict[str, float]:
-    from agentcore_slime.gateway.rendering import (
-        ChainState,
-        PromptBuilder,
-        choose_renderer,
-        load_tokenizer,
-        normalize_messages,
-        tools_key,
-    )
+    from agentcore_slime.gateway.conversation import ChainState, normalize_messages, tools_key
+    from agentcore_slime.gateway.family import choose_renderer, load_tokenizer
+    from agentcore_slime.gateway.rendering import PromptBuilder
 
     tok = load_tokenizer(model_dir)
     renderer, choice = choose_renderer(

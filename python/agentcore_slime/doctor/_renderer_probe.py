@@ -10,7 +10,7 @@ import sys
 
 result = {"family": "", "reason": "", "bridge": "", "error": ""}
 try:
-    from agentcore_slime.gateway.rendering import CHAT_TEMPLATE_FAMILY, choose_renderer, load_tokenizer
+    from agentcore_slime.gateway.family import CHAT_TEMPLATE_FAMILY, choose_renderer, load_tokenizer
 
     model_dir, family, tool, reasoning = sys.argv[1:5]
     tokenizer = load_tokenizer(model_dir)

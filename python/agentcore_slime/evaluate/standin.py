@@ -128,7 +128,8 @@ class StandInPolicy:
         tool_call_parser: str | None = None,
         reasoning_parser: str | None = None,
     ) -> None:
-        from agentcore_slime.gateway.rendering import PromptBuilder, choose_renderer, load_tokenizer
+        from agentcore_slime.gateway.family import choose_renderer, load_tokenizer
+        from agentcore_slime.gateway.rendering import PromptBuilder
 
         self.tokenizer = load_tokenizer(model_dir)
         self.renderer, self.choice = choose_renderer(
@@ -161,7 +162,7 @@ class StandInPolicy:
 
         :raises ValueError: the renderer's own parser does not read it back as a tool call.
         """
-        from agentcore_slime.gateway.rendering import parse_completion
+        from agentcore_slime.gateway.parsing import parse_completion
 
         spec = tool["function"]
         arguments = json.dumps(placeholder_arguments(spec.get("parameters")))

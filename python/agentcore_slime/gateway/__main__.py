@@ -27,7 +27,7 @@ from typing import Any
 
 from agentcore_slime.errors import ConfigError
 
-from .process import READY_PREFIX
+from .child import READY_PREFIX
 
 ERROR_KINDS = (ConfigError, ValueError, RuntimeError, OSError)  # most specific first
 

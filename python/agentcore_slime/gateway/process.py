@@ -11,7 +11,7 @@ its loopback admin routes; traces come back as :mod:`.trace_wire` bytes.
 - The child inherits stderr (its log lines go where the rollout's go) and watches its stdin:
   when the parent dies, however, the pipe closes and the child exits.
 - Session operations (create, traces, finish = traces and delete, delete) go through a
-  :class:`_Channel`: a few threads that send whatever operations are waiting as one
+  :class:`~.channel.Channel`: a few threads that send whatever operations are waiting as one
   ``POST /admin/batch`` request, so a thousand episodes starting or ending together cost a
   handful of round trips, not one httpx request each (issue 29). Aborts and stats keep their
   own routes (an abort waits for the session's calls to stop).
@@ -25,205 +25,35 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import queue
 import secrets
-import select
-import signal
 import subprocess
 import sys
-import sysconfig
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from functools import partial
 from typing import Any, TypeVar
 
 import httpx
 
-from agentcore_slime.errors import ConfigError, ToolkitError
+from agentcore_slime.errors import ToolkitError
 
 from . import trace_wire
+from .channel import Channel, Op, Reply
+from .child import Child, child_env, how_it_died, kill_group, read_ready, start_timeout, stop
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, short_id
 from .store import rebuild
 from .trace import CallTrace
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-_Reply = tuple[dict[str, Any], bytes | None]  # one operation's result in a batch reply, its trace bytes
-
-READY_PREFIX = "agentcore-gateway "  # the child's one stdout line starts with it (see __main__)
 CALL_TIMEOUT = 30.0  # seconds for one admin call (a session's traces included)
 ABORT_TIMEOUT = 10.0  # seconds the child waits for an aborted session's calls to stop
-STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL at shutdown
-BATCH_OPS = 128  # session operations per admin batch request at most
-CHANNEL_THREADS = 4  # batch requests in flight to one child at most
-_START_ERRORS: dict[str, type[Exception]] = {
-    "ConfigError": ConfigError,
-    "ValueError": ValueError,
-    "RuntimeError": RuntimeError,
-    "OSError": OSError,
-}
-
-
-class _QuietAdminCalls(logging.Filter):
-    """Drops httpx's INFO line per request for the admin calls (thousands a step in train.log)."""
-
-    origins: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args if isinstance(record.args, tuple) else ()
-        url = str(args[1]) if len(args) > 1 else ""
-        return not any(url.startswith(origin) for origin in self.origins)
-
-
-_QUIET = _QuietAdminCalls()
-logging.getLogger("httpx").addFilter(_QUIET)
 
 
 class GatewayProcessDied(ToolkitError, RuntimeError):
     """The gateway's process died: its sessions are gone (their episodes fail)."""
-
-
-def start_timeout(config: GatewayConfig) -> float:
-    """How long the child may take to serve: the tokenizer and renderer load, then the engine's
-    ``/health`` is tried ``engine_health_attempts`` times (each up to 30 s, 1 s apart)."""
-    return 120.0 + 31.0 * config.engine_health_attempts
-
-
-def how_it_died(returncode: int) -> str:
-    """A child's exit status in words (``killed by SIGKILL (possibly out of memory)``)."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        oom = " (possibly out of memory: see the kernel log, dmesg)" if -returncode == signal.SIGKILL else ""
-        return f"killed by {name}{oom}"
-    if returncode == 1:
-        return "exited with status 1 (a Python error: see its traceback in the log)"
-    return f"exited with status {returncode}"
-
-
-class _Child:
-    """One started child: its process, admin client and URLs."""
-
-    def __init__(
-        self,
-        proc: subprocess.Popen[bytes],
-        generation: int,
-        url: str,
-        admin: str,
-        timeout: float,
-        secret: str,
-    ) -> None:
-        self.proc = proc
-        self.generation = generation  # children started before it, plus one
-        self.url = url
-        self.admin = admin
-        self.died = ""  # how it died, once it did
-        _QUIET.origins.add(admin.rstrip("/") + "/")
-        self.client = httpx.Client(
-            base_url=admin,
-            timeout=httpx.Timeout(timeout, connect=5.0),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            trust_env=False,  # a proxy from the environment must not carry loopback admin calls
-            headers={ADMIN_SECRET_HEADER: secret},
-        )
-        self.channel: _Channel | None = None
-
-
-@dataclass
-class _Op:
-    """One session operation waiting in a channel; its future gets the child's result and bytes."""
-
-    kind: str  # create | traces | finish | delete
-    session_id: str
-    sampling_params: dict[str, Any] | None = None
-    future: Future[tuple[dict[str, Any], bytes | None]] = field(default_factory=Future)
-
-    def body(self) -> dict[str, Any]:
-        op: dict[str, Any] = {"op": self.kind, "session_id": self.session_id}
-        if self.kind == "create":
-            op["sampling_params"] = self.sampling_params
-        return op
-
-
-class _Channel:
-    """Batches one child's session operations: :data:`CHANNEL_THREADS` threads each take what is
-    waiting (up to :data:`BATCH_OPS`) and send it as one ``POST /admin/batch``. A request that
-    fails (the child died, did not answer) fails every operation of its batch with that error.
-
-    :param send: sends one batch, returns the reply's bytes (raises as ``GatewayProcess._call``).
-    """
-
-    def __init__(self, name: str, send: Any) -> None:
-        self._send = send
-        self._queue: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
-        self._closed = False
-        self._count = threading.Lock()
-        self.requests = 0  # batch requests sent
-        self._threads = [
-            threading.Thread(target=self._run, name=f"agentcore-gateway-channel-{name}-{n}", daemon=True)
-            for n in range(CHANNEL_THREADS)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, op: _Op) -> _Op:
-        if self._closed:
-            op.future.set_exception(RuntimeError("the gateway process's channel is closed"))
-        else:
-            self._queue.put(op)
-        return op
-
-    def close(self, error: BaseException) -> None:
-        """Stop the threads; operations still waiting fail with ``error``."""
-        self._closed = True
-        for _ in self._threads:
-            self._queue.put(None)
-        while True:
-            try:
-                op = self._queue.get_nowait()
-            except queue.Empty:
-                return
-            if op is not None and not op.future.done():
-                op.future.set_exception(error)
-
-    def _take(self) -> list[_Op] | None:
-        first = self._queue.get()
-        if first is None:
-            return None
-        batch = [first]
-        while len(batch) < BATCH_OPS:
-            try:
-                op = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if op is None:
-                self._queue.put(None)  # another thread's stop: leave it for the next take
-                break
-            batch.append(op)
-        return batch
-
-    def _run(self) -> None:
-        while (batch := self._take()) is not None:
-            with self._count:
-                self.requests += 1
-            try:
-                replies = trace_wire.decode_batch(self._send([op.body() for op in batch]))
-                if len(replies) != len(batch):
-                    raise RuntimeError(
-                        f"the gateway process answered {len(replies)} of {len(batch)} operations"
-                    )
-            except BaseException as err:  # every waiter gets the reason, whatever it is
-                for op in batch:
-                    op.future.set_exception(err)
-                continue
-            for op, reply in zip(batch, replies, strict=True):
-                op.future.set_result(reply)
 
 
 class GatewayProcess:
@@ -241,7 +71,7 @@ class GatewayProcess:
         self.ready_timeout = start_timeout(config) if ready_timeout is None else ready_timeout
         self.call_timeout = call_timeout
         self._engine_url = ""
-        self._child: _Child | None = None
+        self._child: Child | None = None
         self._generation = 0  # children started so far
         self._sessions: dict[str, int] = {}  # session id -> the generation that holds it
         self._deaths: dict[int, str] = {}  # generation -> what happened to it
@@ -295,7 +125,7 @@ class GatewayProcess:
             died = self._mark_dead(child, child.proc.wait())
             _close_channel(child)
             child.client.close()
-            _stop(child.proc)  # closes its pipes
+            stop(child.proc)  # closes its pipes
             self._spawn()
         logger.warning(
             "gateway process restarted: pid %s serving at %s (the last one %s)", self.pid, self.url, died
@@ -312,7 +142,7 @@ class GatewayProcess:
             child.died = "was shut down"
             _close_channel(child)
             child.client.close()
-            _stop(child.proc)
+            stop(child.proc)
 
     def _spawn(self) -> None:
         """Start a child and wait for its ready line (caller holds the lifecycle lock)."""
@@ -330,28 +160,32 @@ class GatewayProcess:
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=_child_env(),
+            env=child_env(),
             start_new_session=True,  # its own process group: its render worker goes down with it
         )
         try:
             assert proc.stdin is not None
             proc.stdin.write(secret.encode() + b"\n")  # its first stdin line; stdin stays open
             proc.stdin.flush()
-            ready = self._read_ready(proc)
+            what = (
+                f"that MODEL_DIR ({self.config.model_dir}) loads, and that the engine "
+                f"{self._engine_url} answers /health"
+            )
+            ready = read_ready(proc, self.ready_timeout, what)
         except BaseException:
-            _stop(proc)
+            stop(proc)
             raise
-        child = _Child(proc, self._generation + 1, ready["ready"], ready["admin"], self.call_timeout, secret)
+        child = Child(proc, self._generation + 1, ready["ready"], ready["admin"], self.call_timeout, secret)
         try:
             child.client.get("/health").raise_for_status()
         except httpx.HTTPError as err:
             child.client.close()
-            _stop(proc)
+            stop(proc)
             raise RuntimeError(
                 f"the gateway process serves at {child.url} but its admin routes do not answer on "
                 f"{child.admin}: {err} (set GATEWAY_HOST to an address of this host, or leave it unset)"
             ) from None
-        child.channel = _Channel(str(proc.pid), partial(self._send_batch, child))
+        child.channel = Channel(str(proc.pid), partial(self._send_batch, child))
         with self._lock:
             self._generation = child.generation
             self._child = child
@@ -359,48 +193,13 @@ class GatewayProcess:
             target=self._watch, args=(child,), name=f"agentcore-gateway-watch-{proc.pid}", daemon=True
         ).start()
 
-    def _read_ready(self, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
-        """The child's ready line, or its start-up error raised as the type ``Gateway.start`` raises."""
-        assert proc.stdout is not None
-        deadline = time.monotonic() + self.ready_timeout
-        buffered = b""
-        while True:
-            lines = buffered.split(b"\n")
-            for line in lines[:-1]:
-                text = line.decode("utf-8", "replace")
-                if text.startswith(READY_PREFIX):
-                    proc.stdout.close()
-                    return _ready_or_raise(json.loads(text[len(READY_PREFIX) :]))
-                sys.stderr.write(text + "\n")  # something printed to stdout before the line
-            buffered = lines[-1]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RuntimeError(
-                    f"the gateway process (pid {proc.pid}) did not start serving within "
-                    f"{self.ready_timeout:g} s: check its log lines above, that MODEL_DIR "
-                    f"({self.config.model_dir}) loads, and that the engine {self._engine_url} answers /health"
-                )
-            readable, _, _ = select.select([proc.stdout], [], [], remaining)
-            if not readable:
-                continue
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                try:
-                    how = how_it_died(proc.wait(STOP_TIMEOUT))
-                except subprocess.TimeoutExpired:
-                    how = "closed its stdout"
-                raise RuntimeError(
-                    f"the gateway process (pid {proc.pid}) {how} before it served (see its log lines above)"
-                )
-            buffered += chunk
-
-    def _watch(self, child: _Child) -> None:
+    def _watch(self, child: Child) -> None:
         """Wait for the child to exit; an exit nobody asked for is logged once and marked."""
         returncode = child.proc.wait()
-        _kill_group(child.proc.pid)  # a render worker it leaves behind
+        kill_group(child.proc.pid)  # a render worker it leaves behind
         self._mark_dead(child, returncode)
 
-    def _mark_dead(self, child: _Child, returncode: int) -> str:
+    def _mark_dead(self, child: Child, returncode: int) -> str:
         """Record how the child died (whoever notices first logs it); a shut down child stays so."""
         with self._lock:
             first = not child.died
@@ -443,7 +242,7 @@ class GatewayProcess:
         child answered, the session it opened is deleted."""
         child, generation = self._serving()
 
-        def created(reply: _Reply) -> str:
+        def created(reply: Reply) -> str:
             result = reply[0]
             if result.get("status") == 400:
                 raise ValueError(str(result.get("message")))
@@ -452,7 +251,7 @@ class GatewayProcess:
                 self._sessions[session_id] = generation
             return str(result["base_url"])
 
-        return self._submit(child, _Op("create", session_id, sampling_params), created)
+        return self._submit(child, Op("create", session_id, sampling_params), created)
 
     def submit_finish(self, session_id: str) -> Future[list[CallTrace]]:
         """:meth:`finish_session` without a thread waiting for it (see :meth:`submit_create`)."""
@@ -461,7 +260,7 @@ class GatewayProcess:
     def _submit_traces(self, kind: str, session_id: str) -> Future[list[CallTrace]]:
         child, _ = self._serving(session_id)
 
-        def taken(reply: _Reply) -> list[CallTrace]:
+        def taken(reply: Reply) -> list[CallTrace]:
             result, blob = reply
             if kind == "finish" and result.get("status") in (200, 404):
                 with self._lock:
@@ -477,20 +276,20 @@ class GatewayProcess:
                 ) from None
             return rebuild(stored)
 
-        return self._submit(child, _Op(kind, session_id), taken)
+        return self._submit(child, Op(kind, session_id), taken)
 
-    def _submit(self, child: _Child, op: _Op, convert: Callable[[_Reply], T]) -> Future[T]:
+    def _submit(self, child: Child, op: Op, convert: Callable[[Reply], T]) -> Future[T]:
         """Send ``op`` through the child's channel; the returned future gets ``convert`` of its
         reply (run on the channel's thread) or the error. Cancelling the returned future never
         cancels the operation: a session a cancelled create opened is deleted."""
         assert child.channel is not None
         out: Future[T] = Future()
 
-        def done(inner: Future[_Reply]) -> None:
+        def done(inner: Future[Reply]) -> None:
             if not out.set_running_or_notify_cancel():  # cancelled: undo what the child did
                 opened = inner.exception() is None and inner.result()[0].get("status") == 200
                 if op.kind == "create" and opened and child.channel is not None:
-                    child.channel.submit(_Op("delete", op.session_id))
+                    child.channel.submit(Op("delete", op.session_id))
                 return
             try:
                 out.set_result(convert(inner.result()))
@@ -523,12 +322,12 @@ class GatewayProcess:
         child = self._release(session_id)
         if child is not None:
 
-            def deleted(reply: _Reply) -> None:
+            def deleted(reply: Reply) -> None:
                 _check_op(reply[0], child, "delete", session_id)
 
-            self._wait(self._submit(child, _Op("delete", session_id), deleted), "delete", session_id)
+            self._wait(self._submit(child, Op("delete", session_id), deleted), "delete", session_id)
 
-    def _send_batch(self, child: _Child, ops: list[dict[str, Any]]) -> bytes:
+    def _send_batch(self, child: Child, ops: list[dict[str, Any]]) -> bytes:
         response = self._call(
             child, "POST", "/admin/batch", content=json.dumps({"ops": ops}).encode(),
             headers={"content-type": "application/json"},
@@ -543,7 +342,7 @@ class GatewayProcess:
             path = f"/admin/sessions/{session_id}/abort"
             _check(self._call(child, "POST", path, timeout=timeout + 5.0), child)
 
-    def _release(self, session_id: str) -> _Child | None:
+    def _release(self, session_id: str) -> Child | None:
         """Stop tracking a session; the child that still holds it (None: it died with an older one).
 
         :raises GatewayProcessDied: the serving child died.
@@ -564,7 +363,7 @@ class GatewayProcess:
             del self._sessions[session_id]
             return True
 
-    def _serving(self, session_id: str | None = None) -> tuple[_Child, int]:
+    def _serving(self, session_id: str | None = None) -> tuple[Child, int]:
         """The serving child and its generation.
 
         :raises GatewayProcessDied: it died, or ``session_id`` was opened in a child that died.
@@ -603,7 +402,7 @@ class GatewayProcess:
         _check(response, child)
         return dict(response.json())
 
-    def _call(self, child: _Child, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _call(self, child: Child, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
             return child.client.request(method, path, **kwargs)
         except httpx.HTTPError as err:
@@ -618,12 +417,12 @@ class GatewayProcess:
             raise _died(child) from None
 
 
-def _close_channel(child: _Child) -> None:
+def _close_channel(child: Child) -> None:
     if child.channel is not None:
         child.channel.close(_died(child))
 
 
-def _check_op(result: dict[str, Any], child: _Child, kind: str, session_id: str) -> None:
+def _check_op(result: dict[str, Any], child: Child, kind: str, session_id: str) -> None:
     if result.get("status") != 200:
         raise RuntimeError(
             f"the gateway process (pid {child.proc.pid}) answered {kind} for session "
@@ -631,18 +430,11 @@ def _check_op(result: dict[str, Any], child: _Child, kind: str, session_id: str)
         )
 
 
-def _died(child: _Child) -> GatewayProcessDied:
+def _died(child: Child) -> GatewayProcessDied:
     return GatewayProcessDied(
         f"the gateway process {child.died}; the episodes of its sessions failed "
         "(the rollout starts a new one at its next step)"
     )
-
-
-def _ready_or_raise(report: dict[str, Any]) -> dict[str, Any]:
-    if "ready" in report:
-        return report
-    kind = _START_ERRORS.get(str(report.get("error")), RuntimeError)
-    raise kind(str(report.get("message")))
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -652,7 +444,7 @@ def _error_message(response: httpx.Response) -> str:
         return f"HTTP {response.status_code}: {response.text[:200]}"
 
 
-def _check(response: httpx.Response, child: _Child) -> None:
+def _check(response: httpx.Response, child: Child) -> None:
     if response.status_code >= 400:
         raise RuntimeError(
             f"the gateway process (pid {child.proc.pid}) answered {response.request.method} "
@@ -668,43 +460,3 @@ def _redact(path: str) -> str:
     return "/".join(parts)
 
 
-def _child_env() -> dict[str, str]:
-    """The parent's environment; the child imports this very package.
-
-    An installed package is found by the child as by the parent; a source tree the parent got
-    on ``sys.path`` some other way (tests, a rollout run by hand) goes on ``PYTHONPATH``
-    (never site-packages itself: ahead of the standard library it could shadow modules).
-    """
-    env = dict(os.environ)
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    installed = {os.path.abspath(p) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
-    if package_root not in installed:
-        paths = [package_root, *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """End a child: EOF on stdin and SIGTERM, SIGKILL after STOP_TIMEOUT; its group goes too."""
-    for pipe in (proc.stdin, proc.stdout):
-        if pipe is not None:
-            try:
-                pipe.close()
-            except OSError:
-                pass
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            logger.warning("gateway process %d did not stop within %g s; killing it", proc.pid, STOP_TIMEOUT)
-            proc.kill()
-            proc.wait()
-    _kill_group(proc.pid)
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

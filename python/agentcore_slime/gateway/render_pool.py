@@ -40,15 +40,16 @@ _WORKER: dict[str, Any] = {}  # the worker process's renderer (set once by _init
 
 
 def _init_worker(spec: RendererSpec) -> None:
-    from .rendering import PromptBuilder, build_renderer, load_tokenizer
+    from .family import build_renderer, load_tokenizer
+    from .rendering import PromptBuilder
 
     tokenizer = load_tokenizer(spec.model_dir)
     renderer = build_renderer(
         tokenizer, spec.family, tool_call_parser=spec.tool_call_parser, reasoning_parser=spec.reasoning_parser
     )
-    # the gateway renders here only when its own segment encoding is off (or cannot be used):
-    # the worker renders exactly as the renderer does
-    _WORKER["builder"] = PromptBuilder(renderer, tokenizer, spec.family, segment_encoding=False)
+    # the gateway renders here only when it cannot release the GIL itself (a renderers family,
+    # or a tokenizer whose own encoding differs): the worker renders exactly as the renderer does
+    _WORKER["builder"] = PromptBuilder(renderer, tokenizer, spec.family, release_gil=False)
 
 
 def _render_in_worker(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
