@@ -417,7 +417,7 @@ def _by_prefix(before: dict[str, float], after: dict[str, float], prefixes: tupl
 def _args(
     agent_url: str, bucket: str, model_dir: str, engine_url: str, episodes: int, gateway_processes: int
 ) -> Any:
-    from shim.standins import make_args
+    from fakes.standins import make_args
 
     return make_args(
         gateway_processes=gateway_processes,
