@@ -343,10 +343,3 @@ def _read_record(path: Path) -> dict[str, str]:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def default_mode() -> int:
-    """0666 minus the umask: the mode ``open()`` would have given a new file."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask

@@ -4,16 +4,18 @@
 is there, readable and safe (no other user can write it, nobody else can read the key), and a
 TLS handshake in memory, both sides presenting the certificate, succeeds: the key matches the
 certificate, the certificate is valid now and signed by the CA, and it names the head's
-address. Each worker's join.sh checks its own certificate the same way before it joins
-(templates/lib/ray.sh, ``check_ray_tls_files``). docs/launcher.md, "Ray security: tokens and
+address. The handshake is train.sh's own check (templates/lib/ray_helper.py, run the way
+``check_ray_tls_files`` of templates/lib/ray.sh runs it); each worker's join.sh checks its own
+certificate with it before it joins. docs/launcher.md, "Ray security: tokens and
 TLS", says what TLS covers and what stays cleartext.
 """
 
 from __future__ import annotations
 
 import os
-import ssl
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from ..addresses import own_address
@@ -48,50 +50,23 @@ def unsafe_file_problem(name: str, path: Path, private: bool) -> str | None:
     return None
 
 
-def handshake_problem(ca: Path, cert: Path, key: Path, address: str) -> str | None:
-    """A mutual TLS handshake in memory with these files, verified for ``address``: the problem, or ``None``.
+def handshake_problem(repo: Path, ca: Path, cert: Path, key: Path) -> str | None:
+    """What train.sh's own check of the files says (templates/lib/ray_helper.py ``tls-check``:
+    a mutual TLS handshake in memory, verified for this node's address as a head finds it, the
+    route to 8.8.8.8): the problem, or ``None``.
 
+    :param repo: the toolkit's checkout.
     :param ca: the CA certificate.
     :param cert: the node's certificate.
     :param key: its private key.
-    :param address: the node's address the certificate must name.
     """
-    try:
-        client = _context(ssl.PROTOCOL_TLS_CLIENT, ca, cert, key)
-        server = _context(ssl.PROTOCOL_TLS_SERVER, ca, cert, key)
-    except ssl.SSLError as exc:
-        return f"{key} is not the key of {cert}, or a file is not PEM ({exc.reason})"
-    pipes = [ssl.MemoryBIO() for _ in range(4)]
-    ends = [
-        client.wrap_bio(pipes[0], pipes[1], server_hostname=address),
-        server.wrap_bio(pipes[2], pipes[3], server_side=True),
-    ]
-    done = [False, False]
-    try:
-        for _ in range(10):
-            for index, end in enumerate(ends):
-                try:
-                    end.do_handshake()
-                    done[index] = True
-                except ssl.SSLWantReadError:
-                    pass
-            pipes[2].write(pipes[1].read())
-            pipes[0].write(pipes[3].read())
-            if all(done):
-                return None
-    except ssl.SSLCertVerificationError as exc:
-        return f"{cert} does not verify for the address {address} with the CA {ca}: {exc.verify_message}"
-    except ssl.SSLError as exc:
-        return f"a TLS handshake with {cert} and the CA {ca} fails: {exc.reason}"
-    return "the TLS handshake did not finish"
-
-
-def _context(side: int, ca: Path, cert: Path, key: Path) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(side)
-    ctx.load_verify_locations(str(ca))
-    ctx.verify_mode = ssl.CERT_REQUIRED  # mutual: Ray's servers require a client certificate
-    ctx.load_cert_chain(str(cert), str(key))
-    return ctx
+    helper = repo / "templates" / "lib" / "ray_helper.py"
+    argv = [sys.executable, "-I", str(helper), "tls-check", str(ca), str(cert), str(key), "8.8.8.8"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode == 0:
+        return None
+    problem = done.stderr.strip().removeprefix("RAY_TLS: ")
+    return problem or f"{helper.name} exited with status {done.returncode}"
 
 
 def check_ray_tls(ctx: Context) -> Result:
@@ -116,7 +91,7 @@ def check_ray_tls(ctx: Context) -> Result:
             return failed("ray.tls", problem, f"fix {name} in the env file ({DOCS})")
     address = own_address()
     problem = handshake_problem(
-        paths["RAY_TLS_CA_CERT"], paths["RAY_TLS_SERVER_CERT"], paths["RAY_TLS_SERVER_KEY"], address
+        ctx.repo, paths["RAY_TLS_CA_CERT"], paths["RAY_TLS_SERVER_CERT"], paths["RAY_TLS_SERVER_KEY"]
     )
     if problem:
         return failed(

@@ -116,10 +116,6 @@ class EpisodeRunner:
             self.stop_failures += 1
             logger.debug("stop_runtime_session %s failed: %s", short_id(session_id), redact(exc, session_id))
 
-    async def stop_session(self, session_id: str) -> None:
-        """Stop a runtime session (best effort; used when an episode is aborted)."""
-        await self._stop(session_id)
-
     async def _invoke_and_wait(self, request: EpisodeRequest, key: str) -> dict[str, Any]:
         await self.limiter.acquire()
         payload = build_payload(

@@ -167,13 +167,9 @@ class SessionTraces:
 
     @property
     def last_ids(self) -> array[int]:
-        """The array holding the last call's prompt + completion, as its first
-        :attr:`last_end` ids. Later calls may append to it in place; nothing else changes it."""
+        """The array holding the last call's prompt + completion, as its first ids (the
+        sequence's end). Later calls may append to it in place; nothing else changes it."""
         return self._sequence.ids
-
-    @property
-    def last_end(self) -> int:
-        return self._sequence.end
 
     @property
     def held_tokens(self) -> int:

@@ -173,11 +173,6 @@ def reached_cap(config: Any, traces: list[CallTrace]) -> bool:
     return tokens is not None and sum(len(t.completion_token_ids) for t in traces) >= tokens
 
 
-async def _run_all(runtime: Runtime, episodes: list[_Episode]) -> list[_Result]:
-    slots = asyncio.Semaphore(runtime.config.max_concurrent)
-    return list(await asyncio.gather(*(_run_episode(runtime, e, slots) for e in episodes)))
-
-
 def _input_id(kind: str, rollout_id: int, name: str = "") -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
     return "-".join(p for p in (kind, str(rollout_id), safe, uuid.uuid4().hex[:8]) if p)
