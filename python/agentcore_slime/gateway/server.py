@@ -171,11 +171,15 @@ class Gateway:
             advertised = own_address(socket.AF_INET6) or "::1"
         else:
             advertised = str(host)
-        if host and not is_loopback(host) and host not in ("0.0.0.0", "::"):
-            try:  # local tools (and the admin routes) reach it on loopback too
+        if host and host not in ("0.0.0.0", "::", "127.0.0.1"):
+            # local tools and the admin routes (http://127.0.0.1:PORT) reach it there too, also
+            # when the host is another loopback address or a name (localhost as ::1, Debian's
+            # host name as 127.0.1.1); a name that already serves 127.0.0.1 makes this fail
+            try:
                 await self._listen("127.0.0.1", port)
             except OSError as err:
-                logger.warning("cannot also listen on 127.0.0.1:%d: %s", port, err)
+                if not is_loopback(host):
+                    logger.warning("cannot also listen on 127.0.0.1:%d: %s", port, err)
         self.url = f"http://{url_host(advertised)}:{port}"
 
     def shutdown(self) -> None:

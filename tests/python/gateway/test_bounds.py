@@ -626,6 +626,19 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
             _stop_child(proc)
 
 
+@pytest.mark.parametrize("host", ["127.0.0.2", "localhost"])
+def test_a_loopback_host_other_than_127_0_0_1_is_served_there_too(make_stand, host: str) -> None:
+    """The admin routes (and local tools) use http://127.0.0.1:PORT: a gateway bound to another
+    loopback address or name (Debian's host name is 127.0.1.1; localhost may be ::1) listens
+    there as well."""
+    stand = make_stand(host=host)
+    stand.script.replies += ["on 127.0.0.1"]
+    port = httpx.URL(stand.gateway.url).port
+    stand.gateway.create_session("s")
+    reply = _chat(f"http://127.0.0.1:{port}/sessions/s/v1", HELLO)
+    assert reply.json()["choices"][0]["message"]["content"] == "on 127.0.0.1"
+
+
 # --------------------------------------------------------------------- dual stack
 def _ipv6_available() -> bool:
     try:
