@@ -41,8 +41,8 @@ def own_address(family: socket.AddressFamily = socket.AF_INET) -> str:
     """The address this node's traffic to the outside leaves from (no packet is sent: a UDP
     connect only picks a route).
 
-    IPv4 falls back to the host name's address, then 127.0.0.1; IPv6 returns "" when this host
-    has no IPv6 route.
+    IPv4 falls back to the host name's address (as Ray does), then 127.0.0.1; IPv6 returns ""
+    when this host has no IPv6 route.
 
     :param family: ``AF_INET`` or ``AF_INET6``.
     """
@@ -58,7 +58,7 @@ def own_address(family: socket.AddressFamily = socket.AF_INET) -> str:
     if address and not address.startswith("0."):
         return address
     try:
-        return socket.gethostbyname(socket.gethostname())
+        return socket.gethostbyname(socket.getfqdn(socket.gethostname()))
     except OSError:
         return "127.0.0.1"
 

@@ -40,14 +40,19 @@ def node_address(peer: str) -> str:
     """The address this node's traffic to ``peer`` leaves from, as Ray picks its node address.
 
     connect() of a UDP socket sends no packet: the kernel only chooses the route (and so the
-    source address) that a packet to ``peer`` would take. No route: 127.0.0.1.
+    source address) that a packet to ``peer`` would take. No route: the host name's address, as
+    Ray falls back then (and bin/doctor's address, agentcore_slime.addresses), else 127.0.0.1.
     """
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         try:
             probe.connect((peer, 80))
             return str(probe.getsockname()[0])
         except OSError:
-            return "127.0.0.1"
+            pass
+    try:
+        return socket.gethostbyname(socket.getfqdn(socket.gethostname()))
+    except OSError:
+        return "127.0.0.1"
 
 
 def _context(side: ssl._SSLMethod, ca: str, cert: str, key: str) -> ssl.SSLContext:

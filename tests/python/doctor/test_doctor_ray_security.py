@@ -13,7 +13,7 @@ from agentcore_slime.preflight.report import Status
 from agentcore_slime.settings.envfile import EnvEntry
 from agentcore_slime.settings.errors import ConfigError
 from agentcore_slime.settings.validate import resolve
-from fakes.doctor_helpers import MakeContext, by_name
+from fakes.doctor_helpers import REPO, MakeContext, by_name
 
 
 def _openssl(*args: str) -> None:
@@ -148,3 +148,26 @@ def test_bin_train_refuses_ray_tls_without_its_files(tmp_path: Path) -> None:
             tmp_path / "e",
             tmp_path / "r",
         )
+
+
+def test_without_a_route_doctor_and_train_sh_fall_back_to_the_same_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No default route (an air-gapped node): the address bin/doctor names in its fix and the one
+    train.sh's TLS check verifies (templates/lib/ray_helper.py) are both the host name's, as Ray's."""
+    import importlib.util
+    import socket
+
+    from agentcore_slime import addresses
+
+    spec = importlib.util.spec_from_file_location("ray_helper", REPO / "templates" / "lib" / "ray_helper.py")
+    assert spec is not None and spec.loader is not None
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+
+    def unreachable(self: socket.socket, address: object) -> None:
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(socket.socket, "connect", unreachable)
+    monkeypatch.setattr(socket, "gethostbyname", lambda name: "10.9.8.7")
+    assert helper.node_address("8.8.8.8") == addresses.own_address() == "10.9.8.7"
