@@ -19,6 +19,23 @@ die() {
   exit "${2:-1}"
 }
 
+# check_helpers NAME=DIGEST...: the Python helpers the script was rendered with are beside it.
+# A missing one stops the script before it does anything (copy the whole run directory); one
+# whose sha256 (first 12 digits) differs is named and used (your edit, or a later bin/train or
+# bin/eval of the experiment from another checkout rewrote it: re-render to match).
+check_helpers() { # <name>=<digest>...
+  local item name digest
+  for item in "$@"; do
+    name=${item%%=*}
+    [[ -r $TOOLKIT_HELPER_DIR/$name ]] ||
+      die "$name is missing beside $TOOLKIT_PROG in $TOOLKIT_HELPER_DIR (copy the whole run directory: the script runs the Python helpers rendered beside it)"
+    command -v sha256sum >/dev/null 2>&1 || continue
+    digest=$(sha256sum <"$TOOLKIT_HELPER_DIR/$name")
+    [[ ${digest:0:12} == "${item#*=}" ]] ||
+      say "warning: $TOOLKIT_HELPER_DIR/$name is not the one $TOOLKIT_PROG was rendered with (edited, or rewritten by a later render from another checkout); re-render to match"
+  done
+}
+
 # require_tools TOOL...: exit 127 naming the first tool that is not on PATH.
 require_tools() {
   local tool

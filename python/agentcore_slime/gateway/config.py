@@ -32,7 +32,7 @@ def short_id(session_id: str) -> str:
     return session_id[:8] + "..." if len(session_id) > 8 else session_id
 
 
-#: names the gateway's start checks against the installed ``renderers`` (rendering.py), not the
+#: names the gateway's start checks against the installed ``renderers`` (family.py), not the
 #: constructor
 _NAMES_CHECKED_AT_START = ("renderer_family", "tool_call_parser", "reasoning_parser")
 

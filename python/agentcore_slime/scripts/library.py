@@ -19,6 +19,7 @@ the same.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,14 +116,16 @@ def called(script: str, lib_dir: Path) -> dict[str, list[Block]]:
     return chosen
 
 
-def link(script: str, lib_dir: Path) -> str:
+def link(script: str, lib_dir: Path, calls: str = "") -> str:
     """``script`` with its :data:`MARKER` line replaced by the library functions it can call.
 
     :param script: a rendered template holding :data:`MARKER` once.
     :param lib_dir: templates/lib.
+    :param calls: top-level code to run after the library (before what follows the marker);
+        the functions it names are carried too.
     """
     before, after = script.split(MARKER)
-    chosen = called(before + after, lib_dir)
+    chosen = called(before + calls + after, lib_dir)
     parts = [
         _RULE,
         "# The toolkit's functions that this script calls: those of templates/lib/*.sh that the code\n"
@@ -132,7 +135,7 @@ def link(script: str, lib_dir: Path) -> str:
     for name, blocks in chosen.items():
         parts.append(f"\n# --- templates/lib/{name} ---\n")
         parts.extend("\n" + block.text for block in blocks)
-    return before + "".join(parts) + "\n" + after
+    return before + "".join(parts) + "\n" + calls + after
 
 
 def helpers(script: str, lib_dir: Path) -> dict[str, str]:
@@ -153,17 +156,30 @@ HELPERS_MARKER = "# @@toolkit-helpers@@\n"
 
 
 def finish(script: str, lib_dir: Path) -> tuple[str, dict[str, str]]:
-    """The whole script (its library linked, its header naming its helpers) and the helpers.
+    """The whole script (its library linked, its header naming its helpers, the check that they
+    are beside it as rendered) and the helpers.
 
     :param script: a rendered template holding :data:`MARKER` and :data:`HELPERS_MARKER` once.
     :param lib_dir: templates/lib.
     :returns: the script's text, and the helper files to write beside it (name -> text).
     """
-    text = link(script, lib_dir)
-    files = helpers(text, lib_dir)
+    files = helpers(link(script, lib_dir), lib_dir)
+    text = link(script, lib_dir, _check_call(files))
     names = ", ".join(files) or "none"
     line = _wrap(f"The Python its functions run is beside it (copies of templates/lib/*.py): {names}.")
     return text.replace(HELPERS_MARKER, line), files
+
+
+def _check_call(files: dict[str, str]) -> str:
+    """The call that checks, before ``main`` runs, that ``files`` are beside the script as
+    rendered (``check_helpers``, templates/lib/common.sh): name and sha256's first 12 digits."""
+    digests = [f"{name}={hashlib.sha256(text.encode()).hexdigest()[:12]}" for name, text in files.items()]
+    return (
+        "# The Python helpers this script runs, as rendered beside it (sha256, first 12 digits): a\n"
+        "# missing one stops the script here; one that differs is named.\n"
+        + " \\\n  ".join(["check_helpers", *digests])
+        + "\n\n"
+    )
 
 
 def _wrap(sentence: str, width: int = 96) -> str:

@@ -11,7 +11,7 @@ Adding a setting is one ``Key(...)`` below plus its use: ``rollout=True`` puts i
 toolkit.yaml as ``name.lower()`` and onto ``ToolkitConfig``; ``gateway="field"`` also makes it
 that ``GatewayConfig`` field. The fields of those two classes and the tables are generated
 blocks (:data:`GENERATED`, tests check them); rewrite them all with ``PYTHONPATH=python python3
--m agentcore_slime.settings.schema --write README.md docs/*.md python/agentcore_slime/*/config.py``.
+-m agentcore_slime.settings.schema --write docs/*.md python/agentcore_slime/*/config.py``.
 Standard library only: the launcher runs right after ``git clone``.
 """
 
@@ -459,7 +459,7 @@ KEYS: tuple[Key, ...] = (
         maximum=65535,
     ),
     Key("EVAL_SGLANG_FLAGS", Kind.WORDS, None, "bin/eval: more sglang.launch_server flags, shell words"),
-    # --- cost and limits (README "What will this cost?") ---
+    # --- cost and limits (docs/cost.md, "What will this cost?") ---
     _usd(
         "NODE_HOUR_USD",
         "0",
@@ -710,7 +710,7 @@ def _cell(text: str) -> str:
 
 
 def reference_table() -> str:
-    """The env-file reference as a Markdown table (README.md and docs/launcher.md embed it)."""
+    """The env-file reference as a Markdown table (docs/launcher.md embeds it)."""
     lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key in KEYS:
         kind = _choices_text(key) if key.choices else key.kind.value

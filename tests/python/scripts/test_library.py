@@ -146,3 +146,26 @@ def test_parse_keeps_comments_with_their_function_and_drops_the_header() -> None
     )
     assert library.code_words(blocks[1].text) >= {"f", "g"}
     assert "introduction" not in library.code_words(blocks[1].text)
+
+
+def test_a_script_stops_on_a_missing_helper_and_names_a_changed_one(tmp_path: Path) -> None:
+    """check_helpers runs before main: a script copied without its run directory says what to
+    copy and does nothing else; a helper that is not the rendered copy is named (and used)."""
+    import subprocess
+
+    files = _files(INPUTS[0])
+    for name, text in files.items():
+        if name == "train.sh" or name.endswith(".py"):
+            (tmp_path / name).write_text(text)
+    (tmp_path / "lock_helper.py").unlink()
+    missing = subprocess.run(["bash", str(tmp_path / "train.sh"), "--print-command"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert missing.returncode == 1
+    assert missing.stderr == (f"train.sh: lock_helper.py is missing beside train.sh in {tmp_path} (copy the "
+                              "whole run directory: the script runs the Python helpers rendered beside it)\n")
+    (tmp_path / "lock_helper.py").write_text(files["lock_helper.py"] + "# an edit\n")
+    changed = subprocess.run(["bash", str(tmp_path / "train.sh"), "--print-command"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    warning = f"train.sh: warning: {tmp_path}/lock_helper.py is not the one train.sh was rendered with"
+    assert warning in changed.stderr
+    assert "missing" not in changed.stderr

@@ -190,8 +190,10 @@ def print_command_outside_repo(
 ) -> tuple[list[str], str]:
     config = resolve(read_env_file(env_file), {"SLIME_DIR": str(slime)}, env_file, FIXED_RUNS)
     paths = RunPaths(FIXED_REPO, tmp_path / "run", str(env_file), "bin/train")
+    for name, text in render(config, paths, "sync", [], REPO / "templates").files.items():
+        if name == "train.sh" or name.endswith(".py"):  # the script and its helpers beside it
+            (tmp_path / name).write_text(text)
     script = tmp_path / "train.sh"
-    script.write_text(render(config, paths, "sync", [], REPO / "templates").files["train.sh"])
     environ = {key: value for key, value in os.environ.items() if not key.startswith(("TOOLKIT_", "WANDB_"))}
     environ["PYTHONPATH"] = str(site)
     done = subprocess.run(["bash", str(script), "--print-command"], capture_output=True, text=True,
