@@ -214,7 +214,11 @@ class ResultWatcher:
             url = self.s3.generate_presigned_url("list_objects_v2", Params=params, ExpiresIn=_PRESIGN_SECONDS)
             body = await self._send(url, -1, f"LIST s3://{self.bucket}/{prefix}")
             pages += 1
-            keys.extend(html.unescape(k.decode()) for k in _S3_KEY.findall(body))
+            # botocore asks for URL-encoded keys (encoding-type=url); a listing that says so has them
+            encoded = b"<EncodingType>url</EncodingType>" in body
+            for found in _S3_KEY.findall(body):
+                key = html.unescape(found.decode())
+                keys.append(urllib.parse.unquote_plus(key) if encoded else key)
             token = _S3_TOKEN.search(body)
             if b"<IsTruncated>true</IsTruncated>" not in body or token is None or (keys and keys[-1] >= last):
                 return keys, pages

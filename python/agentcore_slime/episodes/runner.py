@@ -211,6 +211,42 @@ def _acr_transport(config: ToolkitConfig, session: Any, control_pool: Executor) 
     return transport, invoke_pool
 
 
+def s3_client(session: Any, bucket: str, config: Any, endpoint_url: str | None = None) -> Any:
+    """The S3 client the result watcher presigns its GETs and LISTs with: Signature Version 4
+    (botocore presigns with version 2 by default, which S3 refuses for buckets made since June
+    2020) in the bucket's own region (a version 4 link names its region; the bucket's comes from
+    its ``x-amz-bucket-region`` header, asked once), virtual-hosted addressing.
+
+    :param session: the boto3 session (its credentials, and region when the bucket's is unknown).
+    :param bucket: the results bucket.
+    :param config: the botocore Config to sign with (timeouts, retries, pool size).
+    :param endpoint_url: another S3 endpoint (tests: a local server); default boto3's.
+    """
+    from botocore.config import Config
+
+    config = config.merge(Config(signature_version="s3v4", s3={"addressing_style": "virtual"}))
+    client = session.client("s3", config=config, endpoint_url=endpoint_url)
+    region = bucket_region(client, bucket)
+    if region and region != client.meta.region_name:
+        client = session.client("s3", region_name=region, config=config, endpoint_url=endpoint_url)
+    return client
+
+
+def bucket_region(s3: Any, bucket: str) -> str | None:
+    """The bucket's region, from the ``x-amz-bucket-region`` header S3 sends with a HEAD of it,
+    also when it refuses the HEAD (wrong region, no ListBucket right); ``None`` if it sends none."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        headers = s3.head_bucket(Bucket=bucket)["ResponseMetadata"]["HTTPHeaders"]
+    except ClientError as err:
+        headers = err.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    except BotoCoreError:
+        return None
+    region = headers.get("x-amz-bucket-region")
+    return str(region) if region else None
+
+
 def make_runner(config: ToolkitConfig, executor: Executor) -> EpisodeRunner:
     """Build the episode runner for ``config``: boto3 clients in the ARN's region, the transport.
 
@@ -223,7 +259,7 @@ def make_runner(config: ToolkitConfig, executor: Executor) -> EpisodeRunner:
     import boto3
 
     session = boto3.session.Session(region_name=config.region) if config.region else boto3.session.Session()
-    s3 = session.client("s3", config=boto_config(config))
+    s3 = s3_client(session, config.s3_bucket, boto_config(config))
     transport: Transport
     own: list[ThreadPoolExecutor] = []
     if config.agent_runtime_arn:
