@@ -228,6 +228,7 @@ def s3_client(session: Any, bucket: str, config: Any, endpoint_url: str | None =
     client = session.client("s3", config=config, endpoint_url=endpoint_url)
     region = bucket_region(client, bucket)
     if region and region != client.meta.region_name:
+        client.close()  # its connection to S3 (the HEAD's) closed now, not when collected
         client = session.client("s3", region_name=region, config=config, endpoint_url=endpoint_url)
     return client
 

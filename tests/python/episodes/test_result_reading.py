@@ -45,14 +45,15 @@ def _watch(url: str, bucket: str, keys: list[str], **settings: Any) -> tuple[lis
 
 def test_a_burst_of_results_is_not_read_through_a_few_threads(local_s3: LocalS3, s3_bucket: str) -> None:
     """120 results already written, each GET taking 0.25 s (S3's latency, exaggerated): read
-    through the watcher's 8 threads that is 120 / 8 x 0.25 = 3.75 s; concurrent GETs take ~0.3 s."""
+    through 8 threads that is 120 / 8 x 0.25 = 3.75 s; concurrent GETs take ~0.3 s."""
     keys = [f"exp/step-1/{uuid.uuid4()}.json" for _ in range(120)]
     _put(local_s3, s3_bucket, keys)
     with S3Proxy(local_s3.url, get_delay=0.25) as proxy:
         results, watcher, seconds = _watch(proxy.url, s3_bucket, keys)
     assert [r["key"] for r in results] == keys
     assert watcher.get_requests == 120 and sum(proxy.gets.values()) == 120
-    assert seconds < 2.0, f"{seconds:.2f} s: the GETs were serialized"
+    # 3.75 s serialized; ~0.3 s concurrent, up to 2.3 s seen on 2 busy cores (CI runs suites side by side)
+    assert seconds < 3.0, f"{seconds:.2f} s: the GETs were serialized"
 
 
 def test_throttled_gets_are_retried_and_refused_ones_are_not(local_s3: LocalS3, s3_bucket: str) -> None:
