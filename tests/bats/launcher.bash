@@ -43,12 +43,20 @@ write_env() { # <file> <install-dir> [line]...
     "MEGATRON_DIR='$dir/Megatron-LM'"
     "RAY_TEMP_DIR='$WORK/ray'" # short: Ray's unix sockets live under it
   )
-  # free ports, so that the run's port check passes whatever else runs on this machine
+  # free ports, so that the run's port check passes whatever else runs on this machine: from
+  # 20000-32767, below the kernel's ephemeral range (a real Ray beside the tests, tests/run's
+  # ray_real, opens connections from ephemeral ports all the time) and above Ray's worker ports
   local port_lines
-  port_lines=$(python3 -c 'import socket
-socks = [socket.socket() for _ in range(4)]
-for s in socks: s.bind(("", 0))
+  port_lines=$(python3 -c 'import random, socket
 names = ("RAY_PORT", "RAY_DASHBOARD_PORT", "RAY_CLIENT_SERVER_PORT", "RAY_DASHBOARD_AGENT_PORT")
+socks = []
+while len(socks) < len(names):
+    s = socket.socket()
+    try:
+        s.bind(("", random.randrange(20000, 32768)))
+        socks.append(s)
+    except OSError:
+        s.close()
 print("\n".join(f"{n}={s.getsockname()[1]}" for n, s in zip(names, socks)))')
   mapfile -t -O "${#base[@]}" base <<<"$port_lines"
   {
