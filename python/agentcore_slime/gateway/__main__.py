@@ -55,7 +55,14 @@ def _error_kind(err: BaseException) -> str:
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    _exit_quietly_on_sigterm()
     raise SystemExit(0)
+
+
+def _exit_quietly_on_sigterm() -> None:
+    """From here on a SIGTERM just ends the process: raised as SystemExit inside an atexit
+    callback (the parent stops a child that reported an error at once) it prints a traceback."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _read_secret() -> str:
@@ -109,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         gateway = Gateway(config, admin_secret=secret)
         gateway.start(args.engine_url)
     except Exception as err:  # noqa: BLE001 - every start-up failure is reported to the parent
+        _exit_quietly_on_sigterm()
         _report(ready, {"error": _error_kind(err), "message": str(err) or type(err).__name__})
         return 1
     try:
