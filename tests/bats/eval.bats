@@ -109,6 +109,7 @@ assert_only_own_signalled() {
   assert_line "Usage: bin/eval [--dry-run] [--checkpoint DIR] [--limit N] [--set KEY=VALUE]... ENV_FILE"
   run -2 --separate-stderr "$EVAL"
   [[ -z $output && $stderr == "Usage: bin/eval "* ]] || flunk "stderr: $stderr"
+  [[ $stderr == *$'\n       bin/eval --rehearse '* ]] || flunk "no --rehearse in: $stderr"
   refute_calls
 }
 

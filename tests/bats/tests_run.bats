@@ -41,3 +41,15 @@ _setup() {
   [[ ${lines[-1]} == "2 passed, 1 failed" ]] || flunk "$output"
   [[ ${lines[-2]} == "tests/run: FAILED bats: the second one fails" ]] || flunk "$output"
 }
+
+@test "tests/run --help prints its whole header: every suite with its time, the knobs" {
+  run -0 "$RUNNER" --help
+  local suite times
+  for suite in lint bats pytest install; do
+    [[ $output == *$'\n'"  $suite "* ]] || flunk "no line for $suite in: $output"
+  done
+  times=$(grep -cE '~[0-9]+ min$' <<<"$output")
+  ((times == 4)) || flunk "$times suite times in: $output"
+  assert_output_contains "TOOLKIT_TEST_WORKERS"
+  assert_output_contains "about 12 minutes"
+}

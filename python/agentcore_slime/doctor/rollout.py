@@ -28,6 +28,10 @@ def check_renderer(ctx: Context) -> Result:
     :param ctx: the check context.
     """
     name = "rollout.renderer"
+    model_dir = Path(str(ctx.value("MODEL_DIR")))
+    if not model_dir.is_dir():  # the probe would fail with the tokenizer loader's words for it
+        return failed(name, f"not checked: MODEL_DIR {model_dir} is not a directory (see model.config)",
+                      "point MODEL_DIR at a local HF model directory")
     args = [
         str(ctx.value("MODEL_DIR")),
         str(ctx.value("RENDERER_FAMILY") or "auto"),

@@ -9,6 +9,7 @@ the ``tokenizers`` library is importable, else estimated (3 bytes per token, on 
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,10 @@ from .report import Result, failed, passed, warned
 
 #: how many bad line numbers a result names
 SHOWN = 10
+#: a UTF-8 byte-order mark, as text (some Windows editors write one)
+BOM, BOM_WORDS = "\ufeff", "UTF-8 byte-order mark (BOM)"
+#: the data files slime reads, by their name (slime/utils/data.py read_file); others stop the run
+SLIME_SUFFIXES = (".jsonl", ".parquet")
 #: bytes per token when no tokenizer is available (an under-estimate of real tokenizers' ~4)
 BYTES_PER_TOKEN = 3
 
@@ -72,6 +77,8 @@ def scan(path: Path, budget: int | None, measure: Callable[[str], int]) -> Scan:
                 continue
             found.rows += 1
             problem, prompt = row_problem(line)
+            if number == 1 and line.startswith(BOM):
+                problem = f"the file starts with a {BOM_WORDS}, and slime skips the row as bad JSON"
             if problem:
                 found.bad.append(number)
                 found.reason = found.reason or f"line {number}: {problem}"
@@ -116,6 +123,12 @@ def token_counter(model_dir: Path) -> tuple[Callable[[str], int], str]:
     return (lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)), "tokenizer.json"
 
 
+def _bad_rows_fix(found: Scan, path: Path) -> str:
+    if BOM_WORDS in found.reason:
+        return f"save it as UTF-8 without a BOM: sed -i '1s/^\\xEF\\xBB\\xBF//' {shlex.quote(str(path))}"
+    return 'each line must be {"prompt": "<text>", "metadata": {...agent payload...}}'
+
+
 def check_file(
     name: str, path: Path, budget: int | None, measure: Callable[[str], int], how: str
 ) -> list[Result]:
@@ -130,6 +143,13 @@ def check_file(
     check = f"data.{name}"
     if not path.is_file():
         return [failed(check, f"{path} does not exist", f"fix {name} in the env file")]
+    if path.suffix == ".parquet":
+        return [passed(check, f"{path} is parquet (slime reads it; bin/eval with pyarrow): its rows are not "
+                       "checked here, JSONL rows are")]
+    if path.suffix not in SLIME_SUFFIXES:
+        return [failed(check, f"{path} ends in {path.suffix or 'no suffix'}: slime reads a data file by its "
+                       "name, .jsonl or .parquet, and stops at any other",
+                       f"one JSON object per line, in a file named *.jsonl: {path.with_suffix('.jsonl')}")]
     try:
         found = scan(path, budget, measure)
     except OSError as exc:
@@ -142,7 +162,7 @@ def check_file(
             failed(
                 check,
                 f"{len(found.bad)} of {found.rows} rows of {path} are bad (lines {lines}; {found.reason})",
-                'each line must be {"prompt": "<text>", "metadata": {...agent payload...}}',
+                _bad_rows_fix(found, path),
             )
         ]
     else:

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..scripts.render import passthrough_flags
 from .context import Context
+from .parsers import check_parsers
 from .report import Result, failed, passed
 
 #: files any one of which makes a tokenizer loadable by transformers
@@ -303,6 +304,8 @@ def load_config_json(model_dir: Path) -> tuple[dict[str, Any] | None, str]:
     :param model_dir: MODEL_DIR.
     """
     path = model_dir / "config.json"
+    if model_dir.is_file():
+        return None, f"MODEL_DIR {model_dir} is a file, not the model's folder (MODEL_DIR={model_dir.parent})"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -339,6 +342,7 @@ def check_model(ctx: Context) -> list[Result]:
                 "download the full model (tokenizer files included) into MODEL_DIR",
             )
         )
+    results += check_parsers(ctx)  # the parsers and renderer family fit this model
     script = Path(str(ctx.value("SLIME_DIR"))) / "scripts" / "models" / f"{ctx.value('MODEL_TYPE')}.sh"
     words, error = read_model_args(ctx, script)
     if words is None:

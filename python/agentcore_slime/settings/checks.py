@@ -70,6 +70,12 @@ def check_agent(arn: object, url: object) -> None:
             raise ConfigError(
                 f"AGENT_URL={url!r} is not an http(s) URL", "e.g. AGENT_URL=http://127.0.0.1:8080"
             )
+        root, ending = str(url).rstrip("/"), "/invocations"
+        if root.endswith(ending):  # the local transport posts to <AGENT_URL>/invocations itself
+            raise ConfigError(
+                f"AGENT_URL={url!r} ends in {ending}: every episode would post to {ending}{ending}",
+                f"name the agent's root, without {ending}: AGENT_URL={root.removesuffix(ending)}",
+            )
 
 
 #: why --log-passrate is refused, and what to do instead (bin/train and the rollout say the same)

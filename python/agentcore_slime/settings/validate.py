@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .checks import LOG_PASSRATE_HOW, check_agent, check_bucket, check_exp_id, check_global_batch_divides
 from .config import MAX_AUTO_PROCESSES
-from .credentials import refuse_secret_flags
+from .credentials import refuse_secret_flags, secret_flag
 from .envfile import EnvEntry
 from .errors import ConfigError, raise_all
 from .schema import KEYS, KEYS_BY_NAME, Key, Kind, Value, expected, is_secret, parse_text
@@ -158,6 +158,11 @@ def _check_name(name: str, where: str) -> None:
         )
     if name in KEYS_BY_NAME:
         return
+    if secret_flag(f"--{name}") and not suggest_key(name):  # HF_TOKEN: a credential, not a typo of ours
+        raise ConfigError(
+            f"{where}: {name} is a secret (not a key of the env file) and must not be in it",
+            f"remove it and export it in the shell that runs bin/train: export {name}=...",
+        )
     invisible = [f"U+{ord(char):04X}" for char in name if not (char.isascii() and char.isprintable())]
     if invisible:
         raise ConfigError(
@@ -501,6 +506,9 @@ def missing_paths(config: Config) -> list[ConfigError]:
             problems.append(
                 ConfigError(f"{name}: {path} is a directory, not a file", f"name {what} itself{hint}")
             )
+        elif name == "MODEL_DIR" and base.is_file():
+            problems.append(ConfigError(f"MODEL_DIR: {base} is a file, not the model's folder",
+                                        f"name the folder that holds it: MODEL_DIR={base.parent}"))
         elif not path.exists():
             if name == "MODEL_TYPE":
                 what += _closest_model_script(slime / "scripts" / "models", str(config[name]))

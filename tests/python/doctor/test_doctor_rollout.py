@@ -37,6 +37,14 @@ def test_a_model_without_a_chat_template_fails_for_the_template_family(make_cont
     assert "RENDERER_FAMILY" in result.fix
 
 
+def test_a_missing_model_dir_is_named_not_the_tokenizer_loader_error(make_context: MakeContext) -> None:
+    """The unedited example's MODEL_DIR: the renderer check names it, not an OSError of the hub."""
+    result = check_renderer(make_context(MODEL_DIR="/root/models/Qwen2.5-3B-Instruct"))
+    assert result.status is Status.FAIL
+    assert result.found == ("not checked: MODEL_DIR /root/models/Qwen2.5-3B-Instruct is not a directory "
+                            "(see model.config)")
+
+
 def test_ports_free_pass_and_a_held_port_is_named(make_context: MakeContext) -> None:
     with socket.socket() as holder:
         holder.bind(("0.0.0.0", 0))

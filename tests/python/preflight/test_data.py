@@ -74,3 +74,23 @@ def test_the_budget_comes_from_config_json_when_sglang_context_length_is_unset(
     data.write_text('{"prompt": "hi", "metadata": {}}\n')
     length = by_name(check_data(make_context(DATA_PATH=str(data))))["data.DATA_PATH.length"]
     assert "32768" not in length.found and "31744-token budget" in length.found  # 32768 - 1024
+
+
+def test_a_byte_order_mark_is_named_with_the_way_to_remove_it(make_context: MakeContext, tmp_path: Path
+                                                              ) -> None:
+    """slime's reader skips a first line that starts with a BOM as bad JSON: say BOM, not JSON."""
+    data = tmp_path / "bom.jsonl"
+    data.write_bytes(b'\xef\xbb\xbf{"prompt": "a", "metadata": {}}\n{"prompt": "b", "metadata": {}}\n')
+    result = by_name(check_data(make_context(DATA_PATH=str(data))))["data.DATA_PATH"]
+    assert result.status is Status.FAIL
+    assert "line 1: the file starts with a UTF-8 byte-order mark (BOM)" in result.found
+    assert result.fix.startswith("save it as UTF-8 without a BOM: sed -i ")
+
+
+def test_a_data_file_slime_does_not_read_by_its_name_fails(make_context: MakeContext, tmp_path: Path) -> None:
+    """slime's read_file takes .jsonl and .parquet only, and raises for any other name."""
+    data = tmp_path / "train.json"
+    data.write_text('{"prompt": "a", "metadata": {}}\n')
+    result = by_name(check_data(make_context(DATA_PATH=str(data))))["data.DATA_PATH"]
+    assert result.status is Status.FAIL and "ends in .json" in result.found
+    assert result.fix.endswith(str(tmp_path / "train.jsonl"))

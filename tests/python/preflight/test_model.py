@@ -129,6 +129,16 @@ def test_missing_config_and_tokenizer_fail(make_context: MakeContext, tmp_path: 
     assert results["model.tokenizer"].status is Status.FAIL
 
 
+def test_model_dir_naming_its_config_json_says_to_name_the_folder(
+    make_context: MakeContext, install: Path
+) -> None:
+    """Not `.../config.json/config.json does not exist`: the folder to name instead."""
+    config = Path(str(make_context().value("MODEL_DIR"))) / "config.json"
+    result = by_name(check_model(make_context(MODEL_DIR=str(config))))["model.config"]
+    assert result.status is Status.FAIL
+    assert result.found == f"MODEL_DIR {config} is a file, not the model's folder (MODEL_DIR={config.parent})"
+
+
 def test_a_failing_model_script_fails_with_train_sh_message(make_context: MakeContext) -> None:
     results = by_name(check_model(make_context(MODEL_TYPE="broken")))
     script = results["model.script"]

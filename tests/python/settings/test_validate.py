@@ -103,6 +103,8 @@ def test_booleans(tmp_path: Path, text: str) -> None:
         ("NUM_ROLLOUT=-1", "NUM_ROLLOUT must be an integer >= 1"),
         ("AWS_PROFILE=x", "AWS_PROFILE is a secret"),
         ("WANDB_ENTITY=x", "WANDB_ENTITY is a secret"),
+        ("HF_TOKEN=x", "HF_TOKEN is a secret (not a key of the env file)"),
+        ("OPENAI_API_KEY=x", "OPENAI_API_KEY is a secret"),
         ("S3_BUCKET=xn--bucket", "reserves"),
         ("S3_BUCKET=a..b", "must not contain"),
         ("S3_BUCKET=ab", "3-63 characters"),
@@ -416,3 +418,24 @@ def test_extra_flags_that_an_env_key_owns_are_named_with_the_key(tmp_path: Path)
         "--lr in EXTRA_FLAGS or after -- duplicates the env key LR",
     ]
     assert problems[0].how.startswith("set NUM_ROLLOUT in the env file (or --set NUM_ROLLOUT=...)")
+
+
+def test_agent_url_ending_in_invocations_is_refused_with_the_root(tmp_path: Path) -> None:
+    """The local transport posts to <AGENT_URL>/invocations: a URL that names that path already
+    made every episode post to /invocations/invocations (HTTP 501), found only by a rehearsal."""
+    base = "".join(line for line in BASE.splitlines(keepends=True) if not line.startswith("AGENT_RUNTIME"))
+    path = _write(tmp_path, base + "AGENT_URL=http://10.0.0.7:8080/invocations/\n")
+    root = r"AGENT_URL=http://10\.0\.0\.7:8080\)"
+    with pytest.raises(ConfigError, match=r"ends in /invocations.*" + root) as caught:
+        resolve(read_env_file(path), {}, path, tmp_path / "runs")
+    assert "/invocations/invocations" in str(caught.value)
+
+
+def test_model_dir_naming_its_config_json_says_to_name_the_folder(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = _resolve(tmp_path, overrides={"MODEL_DIR": str(model / "config.json")})
+    found = [str(p) for p in missing_paths(config) if "MODEL_DIR" in str(p)]
+    assert found == [f"MODEL_DIR: {model}/config.json is a file, not the model's folder "
+                     f"(name the folder that holds it: MODEL_DIR={model})"]
