@@ -337,10 +337,11 @@ refute_line_in_job() {
   assert_output ""
 }
 
-@test "missing paths are warnings in --dry-run and errors in a real run" {
+@test "missing paths are warnings and a data FAIL in --dry-run (exit 1), errors in a real run" {
   write_env "$WORK/exp.env" "$WORK/install" "VAL_DATA_PATH=$WORK/nope.jsonl"
-  run -0 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
+  run -1 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
   [[ $stderr == *"warning: VAL_DATA_PATH: $WORK/nope.jsonl does not exist"* ]] || flunk "$stderr"
+  [[ $stderr == *"bin/train: doctor: FAIL data.VAL_DATA_PATH: $WORK/nope.jsonl does not exist"* ]] || flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" "$WORK/exp.env"
   [[ $stderr == *"VAL_DATA_PATH: $WORK/nope.jsonl does not exist"* ]] || flunk "$stderr"
   refute_calls

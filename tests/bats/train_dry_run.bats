@@ -98,7 +98,10 @@ dry_run_then_real() { # <bin/train argument>...
 
 @test "--dry-run without the model script: the rest expanded, \${MODEL_ARGS[@]} left as it is and why" {
   write_env "$WORK/exp.env" "$WORK/install" "MODEL_TYPE=not-here" "CUDA_HOME=/nonexistent/cuda-13.0"
-  run -0 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
+  # 1: the model check a real run makes first fails (it says so); the command is printed all the same
+  run -1 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
+  [[ $stderr == *"bin/train: doctor: FAIL model.script: model script $WORK/install/slime/scripts/models/not-here.sh does not exist"* ]] ||
+    flunk "$stderr"
   [[ $output == "python3 $WORK/install/slime/train.py \${MODEL_ARGS[@]} --"* ]] || flunk "$output"
   [[ $output == *" --use-wandb --wandb-group bats-exp --load $RUN_DIR/checkpoints \${TRAIN_ENV_ARGS[@]}"* ]] ||
     flunk "$output"

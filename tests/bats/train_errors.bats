@@ -28,9 +28,9 @@ _setup() {
   assert_output_contains "--num-rollout 10 "
 }
 
-@test "DATA_PATH naming a directory: said in a dry run (warning) and a real run (error)" {
+@test "DATA_PATH naming a directory: said in a dry run (warning, exit 1) and a real run (error)" {
   write_env "$WORK/exp.env" "$WORK/install" "DATA_PATH='$WORK/install/data'"
-  run -0 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
+  run -1 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
   [[ $stderr == *"bin/train: warning: DATA_PATH: $WORK/install/data is a directory, not a file (name the training JSONL itself (it holds gsm8k_test.jsonl, train.jsonl))"* ]] ||
     flunk "$stderr"
   run -2 --separate-stderr "$TRAIN" "$WORK/exp.env"
@@ -63,7 +63,7 @@ _setup() {
   mkdir -p "$cache/snapshots/0123abcd" "$cache/refs" "$cache/blobs"
   cp "$WORK/install/model/config.json" "$cache/snapshots/0123abcd/"
   write_env "$WORK/exp.env" "$WORK/install" "MODEL_DIR='$cache'"
-  run -0 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env"
+  run -1 --separate-stderr "$TRAIN" --dry-run "$WORK/exp.env" # 1: the model check fails too
   [[ $stderr == *"bin/train: warning: MODEL_DIR: $cache/config.json does not exist (expected an HF model directory; this is a Hugging Face cache folder: use MODEL_DIR=$cache/snapshots/0123abcd)"* ]] ||
     flunk "$stderr"
 }

@@ -155,12 +155,16 @@ def _run(argv: list[str]) -> int:
             "(the head prints the exact command and waits for the workers' GPUs)"
         )
     if args.dry_run:
+        passed = args.skip_doctor or _dry_run_checks(config, repo, slime_flags, invocation.variant)
+        # the script's own stop (an unusable checkpoint directory) comes before the cost lines
+        status = print_slime_command(rendered, variant.script)
         for line in estimate(config, runs_dir, "sync" if variant.colocate else "async").lines():
             say(line)
         # nothing is written under runs/: the command line is what a real run would execute
         render_only = repeat_command(PROG, own, given_flags, "--dry-run", "--render-only")
         say(f"dry run: nothing written; to read the whole script: {render_only}")
-        return print_slime_command(rendered, variant.script)
+        say(f"dry run: {NOT_CHECKED}: bin/doctor {shell_quote(str(env_file))} checks them")
+        return status or (0 if passed else 1)
     script = run_dir / variant.script
     log = script.with_suffix(".log")
     files = {**rendered.files, INVOCATION: invocation.to_json(), MANIFEST: manifest_json(manifest)}
@@ -173,6 +177,29 @@ def _run(argv: list[str]) -> int:
         return 0
     say(f"running {script} (log: {log})")
     return run_script(script, lock)
+
+
+#: what --dry-run (and a run's gate) does not check, said after a dry run
+NOT_CHECKED = ("not checked here: the GPUs, the job's python and its slime stack, slime's flags, "
+               "ports and AWS access")
+
+
+def _dry_run_checks(config: Config, repo: Path, slime_flags: list[str], variant: str) -> bool:
+    """The checks a real run makes before it starts anything (bin/doctor's blocking ones:
+    model, data, the gateway's address, disk, AWS credentials), their WARN and FAIL lines on
+    stderr; whether none failed."""
+    from ..preflight import Status, blocking_checks  # imported here: --render-only never needs them
+
+    results = blocking_checks(config, repo, slime_flags, variant)
+    for result in results:
+        if result.status is not Status.PASS:
+            say(f"doctor: {result.line()}")
+    if any(result.status is Status.FAIL for result in results):
+        say("dry run: a real run stops at the FAIL lines above, before it starts anything")
+        return False
+    say(f"doctor: {len(results)} checks a real run makes first passed (model, data, gateway address, disk, "
+        "AWS credentials)")
+    return True
 
 
 #: bin/train's own options, for "did you mean" (a near miss is a typo, not a slime flag)

@@ -85,7 +85,7 @@ def test_a_budget_below_one_step_exits_2_with_the_least_that_would_do(
 def test_dry_run_prints_the_expected_cost_by_part_and_its_assumptions(
     env_file: Path, capsys
 ) -> None:
-    assert cli.main(["--dry-run", str(env_file)]) == 0
+    assert cli.main(["--dry-run", "--skip-doctor", str(env_file)]) == 0
     err = capsys.readouterr().err
     gpu = 10 * 98.32 * 120 / 3600
     acr = 10 * 8 * 60 * (0.25 * 0.0895 + 2 * 0.00945) / 3600
@@ -118,7 +118,7 @@ def test_dry_run_uses_the_last_bin_eval_of_the_same_agent(
 
     summary("other", "1", "http://elsewhere:1", 999.0, 100.0)  # another agent: not used
     used = summary("old", "2", "http://127.0.0.1:8080", 30.0, 0.2)
-    assert cli.main(["--dry-run", str(env_file)]) == 0
+    assert cli.main(["--dry-run", "--skip-doctor", str(env_file)]) == 0
     err = capsys.readouterr().err
     assert f"  measured: 30.0 s and $0.0500 per episode, from {used}" in err
     agent = 10 * 8 * 0.05

@@ -53,8 +53,11 @@ def test_dry_run_prints_the_command_and_writes_nothing(
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    assert cli.main(["--dry-run", "--set", "NUM_ROLLOUT=5", str(env_file), "--", "--my flag"]) == 0
+    # 1: the checks a real run makes first fail here (no /m, no /d.jsonl), and say so
+    assert cli.main(["--dry-run", "--set", "NUM_ROLLOUT=5", str(env_file), "--", "--my flag"]) == 1
     out, err = capsys.readouterr()
+    assert "bin/train: doctor: FAIL model.config: /m/config.json does not exist" in err
+    assert "bin/train: dry run: a real run stops at the FAIL lines above, before it starts anything\n" in err
     (command,) = out.splitlines()
     # no slime here: the model script's arguments stay a placeholder (train.sh --print-command
     # says why); the other arrays are built, empty without a wandb key, checkpoint or CUDA_HOME
@@ -153,7 +156,7 @@ def test_one_optimizer_step_per_rollout_and_it_must_split_over_dp(env_file: Path
     """--global-batch-size counts rollouts (episodes) at slime fa3c990 (dp_schedule.py:100-104);
     without it Megatron's micro_batch_size * dp would give 256 / 4 = 64 optimizer steps per rollout.
     Megatron asserts it divides by micro_batch_size * dp (num_microbatches_calculator.py:340)."""
-    assert cli.main(["--dry-run", str(env_file)]) == 0
+    assert cli.main(["--dry-run", "--skip-doctor", str(env_file)]) == 0
     (command,) = capsys.readouterr().out.splitlines()
     assert " --n-samples-per-prompt 8 --global-batch-size 256 " in command
     sets = ["--set", "ROLLOUT_BATCH_SIZE=3", "--set", "N_SAMPLES_PER_PROMPT=1"]
@@ -162,7 +165,8 @@ def test_one_optimizer_step_per_rollout_and_it_must_split_over_dp(env_file: Path
         "bin/train: ROLLOUT_BATCH_SIZE x N_SAMPLES_PER_PROMPT = 3 episodes per rollout is not a "
         "multiple of the data-parallel size 4 (training GPUs 8 / TP_SIZE 2)"
     )
-    split = ["--variant", "async", "--set", "ROLLOUT_NUM_GPUS=4", "--set", "ROLLOUT_BATCH_SIZE=3"]
+    split = ["--skip-doctor", "--variant", "async", "--set", "ROLLOUT_NUM_GPUS=4",
+             "--set", "ROLLOUT_BATCH_SIZE=3"]
     assert cli.main(["--dry-run", *split, "--set", "N_SAMPLES_PER_PROMPT=2", str(env_file)]) == 0
     assert " --global-batch-size 6 " in capsys.readouterr().out
     assert cli.main(["--dry-run", *split, "--set", "N_SAMPLES_PER_PROMPT=1", str(env_file)]) == 2
