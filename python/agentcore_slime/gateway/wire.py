@@ -40,6 +40,12 @@ class ChatRequest:
     stop: list[str] = field(default_factory=list)
     agent_sampling: dict[str, float | int] = field(default_factory=dict)
     model: str = ""
+    #: the request's constraint on the reply's form, as the protocol names it
+    #: (``output_config.format``, ``response_format``, ``text.format``); "" when none. Never
+    #: honoured on a trained call; with no tools it names an untrained side call (side_calls.py)
+    constraint: str = ""
+    #: what the protocol's adapter keeps from the request for its reply (e.g. Responses' namespaces)
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def _positive_int(body: dict[str, Any], key: str) -> int | None:
@@ -166,7 +172,14 @@ def parse_request(raw: bytes) -> ChatRequest:
         stop=_stop(body),
         agent_sampling=sampling,
         model=str(body.get("model") or ""),
+        constraint=response_format(body.get("response_format")),
     )
+
+
+def response_format(value: Any) -> str:
+    """``response_format`` when it constrains the reply (a JSON schema or JSON object), else ""."""
+    kind = value.get("type") if isinstance(value, dict) else None
+    return "response_format" if kind in ("json_schema", "json_object") else ""
 
 
 def _finite(text: str) -> float:

@@ -105,7 +105,7 @@ BAD_BODIES = [
         {"input": [{"type": "function_call_output", "call_id": "call_9", "output": "5"}]},
         "answers no function_call",
     ),
-    ({"input": "x", "tools": [{"type": "web_search"}]}, "tool type"),
+    ({"input": "x", "tools": [{"type": "nonsense"}]}, "tool type"),
     ({"input": []}, "input"),
     ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
 ]

@@ -5,17 +5,23 @@ Shapes: the ``anthropic`` SDK's ``types/`` (request params, ``Message``, content
 ``content_block_start`` / ``_delta`` / ``_stop`` per block, ``message_delta`` with the stop
 reason and usage, ``message_stop``). Errors: ``{"type": "error", "error": {"type", "message"}}``.
 
-Translation into the chat form the core renders:
-- ``system`` (a string or text blocks) -> a system message;
-- a user turn's ``tool_result`` blocks -> ``tool`` messages (in order), its text -> a user message;
+Translation into the chat form the core renders (every field's fate: docs/agents.md):
+- ``system`` (a string or text blocks) -> a system message, blocks joined by a blank line;
+  Claude Code's ``x-anthropic-billing-header:`` block (per-call metadata, not prompt) is dropped;
+- a ``system`` message inside ``messages`` (Claude Code's mid-conversation system messages) ->
+  rendered where it arrives, by the rule every protocol shares (common.place_system_messages);
+- a user turn's ``tool_result`` blocks -> ``tool`` messages (in order; ``is_error`` marks the
+  text), its text -> a user message;
 - an assistant turn's text -> ``content``, ``tool_use`` -> ``tool_calls`` (arguments
   ``json.dumps(input)``), ``thinking`` -> ``reasoning_content``;
-- ``tools`` -> OpenAI function tools; ``tool_choice`` ``none`` renders without tools,
+- ``tools`` -> OpenAI function tools; server tools (``web_search_...``: the node cannot run
+  them) are not offered and are counted; ``tool_choice`` ``none`` renders without tools,
   ``auto`` / ``any`` / ``tool`` are accepted and not enforced (as chat's ``required``);
+- ``output_config.format`` names the call's constraint (not honoured; without tools: a side call);
 - ``stop_sequences``, ``max_tokens``, ``temperature`` / ``top_p`` / ``top_k`` as chat's
   ``stop``, ``max_tokens`` and sampling (the trainer's values win).
-``cache_control`` and ``thinking`` settings are accepted and ignored; images, documents and
-server tools get a 400.
+``cache_control``, ``thinking``, ``context_management``, ``metadata`` and
+``output_config.effort`` are accepted and ignored; images and documents get a 400.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from .common import (
     expect,
     json_object,
     optional_positive_int,
+    place_system_messages,
     stop_strings,
     suffix_id,
     tool_arguments,
+    tool_error_text,
 )
 from .sse import named_event
 
@@ -49,14 +57,31 @@ ERROR_TYPES = {
 }
 SAMPLING_NAMES = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k"}
 IGNORED_BLOCKS = {"redacted_thinking"}  # the model's hidden reasoning: nothing to render
+#: the first line of the block Claude Code puts first in ``system`` (unless
+#: CLAUDE_CODE_ATTRIBUTION_HEADER=0): Anthropic's billing metadata, whose hash changes per call
+BILLING_HEADER = "x-anthropic-billing-header:"
+SYSTEM_SEPARATOR = "\n\n"  # between system blocks: separate paragraphs (Anthropic documents no join)
+
+
+def without_billing_header(text: str) -> str:
+    """``text`` without a leading billing-header line: metadata for Anthropic's billing, never
+    prompt; it changes per call and would fork every call."""
+    if not text.startswith(BILLING_HEADER):
+        return text
+    return text.split("\n", 1)[1] if "\n" in text else ""
 
 
 def system_text(system: Any, where: str = "system") -> str | None:
-    """``system``: a string or a list of text blocks (joined, as chat joins text parts)."""
-    if system is None or isinstance(system, str):
-        return system
+    """``system``: a string or a list of text blocks (joined by a blank line), without the
+    billing header (None: no system text)."""
+    if system is None:
+        return None
+    if isinstance(system, str):
+        return without_billing_header(system)
     blocks = expect(system, list, where, "a string or a list of text blocks")
-    return "".join(_text_block(block, f"{where}[{i}]") for i, block in enumerate(blocks))
+    texts = [without_billing_header(_text_block(block, f"{where}[{i}]")) for i, block in enumerate(blocks)]
+    kept = [text for text in texts if text]
+    return SYSTEM_SEPARATOR.join(kept) if kept or not texts else ""
 
 
 def _text_block(block: Any, where: str) -> str:
@@ -112,6 +137,8 @@ def _user_turn(content: Any, where: str, open_calls: set[str]) -> list[dict[str,
                 out.append({"role": "user", "content": texts})
                 texts = []
             text = _tool_result_text(block.get("content"), f"{at}.content")
+            if expect(block.get("is_error", False), (bool, type(None)), f"{at}.is_error", "a boolean"):
+                text = tool_error_text(text)
             out.append({"role": "tool", "tool_call_id": call_id, "content": text})
         else:
             raise _unsupported(kind, at)
@@ -173,15 +200,22 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         role = msg.get("role")
         if role == "user":
             out.extend(_user_turn(msg.get("content"), where, open_calls))
+        elif role == "system":  # Claude Code's mid-conversation system messages
+            text = system_text(msg.get("content"), f"{where}.content") or ""
+            out.append({"role": "system", "content": text})
         elif role == "assistant":
             open_calls = set()  # a tool_result answers the assistant turn just before it
             out.append(_assistant_turn(msg.get("content"), where, open_calls))
         else:
-            raise BadRequest(f"{where}.role must be user or assistant, got {role!r}", param=f"{where}.role")
-    return out
+            raise BadRequest(
+                f"{where}.role must be user, assistant or system, got {role!r}", param=f"{where}.role"
+            )
+    return place_system_messages(out)
 
 
-def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+def chat_tools(body: dict[str, Any], dropped: list[str]) -> list[dict[str, Any]] | None:
+    """The tools the model is offered; server tools (run by Anthropic's servers, which the node
+    cannot run) are not offered: their names go to ``dropped``."""
     tools = body.get("tools")
     if tools is None or tools == []:
         return None
@@ -191,11 +225,13 @@ def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
         where = f"tools[{i}]"
         expect(tool, dict, where, "a tool object")
         if tool.get("type", "custom") not in ("custom", None):
-            raise BadRequest(
-                f"{where}: server tool {tool.get('type')!r} is not supported (define a custom tool)",
-                param=where,
+            dropped.append(str(tool.get("name") or tool.get("type")))
+            continue
+        out.append(
+            chat_tool(
+                tool.get("name"), tool.get("description"), tool.get("input_schema"), where, tool.get("strict")
             )
-        out.append(chat_tool(tool.get("name"), tool.get("description"), tool.get("input_schema"), where))
+        )
     choice = body.get("tool_choice")
     if choice is not None:
         kind = expect(choice, dict, "tool_choice", "an object").get("type")
@@ -203,7 +239,16 @@ def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
             raise BadRequest(f"tool_choice.type {kind!r} is not auto, any, tool or none", param="tool_choice")
         if kind == "none":
             return None  # render without tools: the model cannot call any
-    return out
+    return out or None
+
+
+def output_format(body: dict[str, Any]) -> str:
+    """``output_config.format`` when the request constrains the reply's form, else ""."""
+    config = body.get("output_config")
+    if config is None:
+        return ""
+    config = expect(config, dict, "output_config", "an object")
+    return "output_config.format" if config.get("format") is not None else ""
 
 
 class Messages(Protocol):
@@ -213,14 +258,17 @@ class Messages(Protocol):
 
     def parse(self, raw: bytes) -> ChatRequest:
         body = json_object(raw)
+        dropped: list[str] = []
         return ChatRequest(
             messages=chat_messages(body),
-            tools=chat_tools(body),
+            tools=chat_tools(body, dropped),
             stream=bool(expect(body.get("stream", False), bool, "stream", "a boolean")),
             max_tokens=optional_positive_int(body, "max_tokens", "max_tokens"),
             stop=stop_strings(body.get("stop_sequences"), "stop_sequences"),
             agent_sampling=agent_sampling(body, SAMPLING_NAMES),
             model=str(body.get("model") or ""),
+            constraint=output_format(body),
+            extras={"dropped_tools": dropped} if dropped else {},
         )
 
     def reply(self, request: ChatRequest, completion: Completion) -> Body:

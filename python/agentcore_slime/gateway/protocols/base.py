@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from ..wire import ChatRequest, Reply, dump_json, error_body, finish_reason, parse_request
+from .common import place_system_messages
 
 Body = tuple[bytes | list[bytes], str]  # a reply as sent: JSON bytes or stream events, and its content type
 NO_RETRY = {"x-should-retry": "false"}  # the openai and anthropic SDKs honour it
@@ -54,7 +55,9 @@ class Protocol:
 
         :raises BadRequest: with what is wrong (answered 400 in this protocol's shape).
         """
-        return parse_request(raw)
+        request = parse_request(raw)
+        request.messages = place_system_messages(request.messages)
+        return request
 
     def reply(self, request: ChatRequest, completion: Completion) -> Body:
         """The reply body (JSON, or the whole stream's events)."""

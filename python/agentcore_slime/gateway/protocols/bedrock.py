@@ -13,9 +13,9 @@ for all the attempts of a call: it is the idempotency key, so a retried call who
 was delivered gets the same reply and is traced once.
 
 Converse translation into the chat form the core renders:
-- ``system`` text blocks -> a system message (joined);
+- ``system`` text blocks -> a system message (joined by a blank line);
 - a user turn's ``toolResult`` blocks -> ``tool`` messages (``text`` kept, ``json``
-  written as ``json.dumps``), its text blocks -> a user message;
+  written as ``json.dumps``; ``status: error`` marks the text), its text blocks -> a user message;
 - an assistant turn's ``text`` -> ``content``, ``toolUse`` -> ``tool_calls``,
   ``reasoningContent`` -> ``reasoning_content``;
 - ``toolConfig.tools`` ``toolSpec``s -> chat tools; ``toolChoice`` (``auto``, ``any``,
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..wire import BadRequest, ChatRequest, dump_json
-from .anthropic import Messages, message_object, stream_payloads
+from .anthropic import SYSTEM_SEPARATOR, Messages, message_object, stream_payloads
 from .base import Body, Completion, Protocol
 from .common import (
     agent_sampling,
@@ -46,6 +46,7 @@ from .common import (
     stop_strings,
     suffix_id,
     tool_arguments,
+    tool_error_text,
 )
 from .eventstream import CONTENT_TYPE, event_message
 
@@ -130,6 +131,8 @@ def _user_turn(content: list[Any], where: str, open_calls: set[str]) -> list[dic
                 out.append({"role": "user", "content": texts})
                 texts = []
             text = _tool_result_text(value.get("content"), f"{at}.toolResult.content")
+            if value.get("status") == "error":
+                text = tool_error_text(text)
             out.append({"role": "tool", "tool_call_id": call_id, "content": text})
         elif kind != "cachePoint":
             raise BadRequest(f"{at}: unknown content block {kind!r} in a user turn", param=at)
@@ -183,7 +186,7 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
                 texts.append(str(expect(value, str, f"system[{i}].text", "a string")))
             elif kind != "cachePoint":
                 raise BadRequest(f"system[{i}]: unknown system block {kind!r}", param=f"system[{i}]")
-        out.append({"role": "system", "content": "".join(texts)})
+        out.append({"role": "system", "content": SYSTEM_SEPARATOR.join(texts)})
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list of message objects", param="messages")

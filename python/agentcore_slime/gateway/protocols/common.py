@@ -101,3 +101,57 @@ def dump_arguments(value: Any) -> str:
 def suffix_id(call_id: str, prefix: str) -> str:
     """A chat tool-call id (``call_<hex>``) spelled with another protocol's prefix."""
     return prefix + call_id.removeprefix("call_")
+
+
+# ---------------------------------------------------------------- rules every protocol shares
+
+#: how a system or developer message that arrives after the conversation started is rendered: a
+#: user turn in place, wrapped as Claude Code's own fallback wraps such a message (docs/agents.md)
+REMINDER_OPEN, REMINDER_CLOSE = "<system-reminder>\n", "\n</system-reminder>"
+SYSTEM_ROLES = ("system", "developer")
+LEADING_SEPARATOR = "\n\n"  # between the texts of the system/developer messages that open a conversation
+
+
+def message_text(content: Any) -> str:
+    """A chat message's text: a string, or its text parts joined (as chat joins them)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def place_system_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The one rule for system and developer messages, whatever the protocol.
+
+    Those that open the conversation (before any other message) become one system message, their
+    texts joined by a blank line: every chat template takes one, some (Qwen3.5/3.6) no more. One
+    that arrives later is rendered where it arrived, as a user turn wrapped in
+    ``<system-reminder>`` (what Claude Code itself sends when a server refuses a mid-conversation
+    system message): never folded into an earlier message, so the history an earlier call
+    rendered is never rewritten, and never a second system turn a template may refuse. Prefix
+    stable: a message's rendering depends only on the messages before it.
+    """
+    lead = 0
+    while lead < len(messages) and messages[lead].get("role") in SYSTEM_ROLES:
+        lead += 1
+    out: list[dict[str, Any]] = []
+    if lead == 1:
+        out.append(messages[0])
+    elif lead > 1:
+        texts = [message_text(m.get("content")) for m in messages[:lead]]
+        out.append({"role": "system", "content": LEADING_SEPARATOR.join(texts)})
+    for message in messages[lead:]:
+        if message.get("role") in SYSTEM_ROLES:
+            text = message_text(message.get("content"))
+            message = {"role": "user", "content": REMINDER_OPEN + text + REMINDER_CLOSE}
+        out.append(message)
+    return out
+
+
+ERROR_PREFIX = "Error: "  # a tool result the agent marked as an error (Anthropic is_error, Bedrock status)
+
+
+def tool_error_text(text: str) -> str:
+    """A failed tool's result as the model reads it: marked, so the error reaches the model."""
+    return ERROR_PREFIX + text

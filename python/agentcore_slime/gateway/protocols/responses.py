@@ -5,18 +5,26 @@ Shapes: the ``openai`` SDK's ``types/responses/`` (input items ``message``,
 ``ResponseStreamEvent`` union, each event with a ``sequence_number``). Errors are OpenAI's
 (the chat path's).
 
-Translation into the chat form the core renders:
+Translation into the chat form the core renders (every field's fate: docs/agents.md):
 - ``instructions`` -> a system message first; ``system`` / ``developer`` / ``user`` messages
-  as they are (text parts joined);
-- consecutive ``reasoning``, assistant ``message`` and ``function_call`` items -> one
-  assistant message (``reasoning_content``, ``content``, ``tool_calls``), as one turn's
-  output items are echoed back;
-- ``function_call_output`` -> a ``tool`` message;
-- function ``tools`` -> chat tools; ``tool_choice`` ``none`` renders without tools, the
+  as they are (text parts joined), then the rule every protocol shares for system and
+  developer messages (common.place_system_messages: the opening ones one system message, a
+  later one a user turn in place);
+- consecutive ``reasoning``, assistant ``message`` and ``function_call`` (``custom_tool_call``,
+  ``local_shell_call``) items -> one assistant message (``reasoning_content``, ``content``,
+  ``tool_calls``), as one turn's output items are echoed back;
+- ``function_call_output`` (``custom_tool_call_output``, ``local_shell_call_output``) -> a
+  ``tool`` message;
+- function ``tools`` -> chat tools; a ``namespace`` tool's function tools are offered under
+  their own names (a call of one goes back with its ``namespace``); a ``custom`` (freeform)
+  tool -> a function of one string ``input``; ``local_shell`` -> a function ``local_shell``
+  of its ``exec`` action; hosted tools (``web_search``, ``file_search``...: the node cannot
+  run them) are not offered, and counted; ``tool_choice`` ``none`` renders without tools, the
   others are accepted and not enforced (as chat's ``required``);
+- ``text.format`` (a JSON schema or object) names the call's constraint (not honoured);
 - ``max_output_tokens``, ``temperature``, ``top_p`` as chat's (the trainer's values win).
 ``store`` is ignored (nothing is stored: the agent sends its whole conversation);
-``previous_response_id`` and ``conversation`` get a 400; images, files and built-in tools too.
+``previous_response_id`` and ``conversation`` get a 400; images and files too.
 """
 
 from __future__ import annotations
@@ -29,14 +37,35 @@ from .base import Body, Completion, Protocol
 from .common import (
     agent_sampling,
     chat_tool,
+    dump_arguments,
     expect,
     json_object,
     optional_positive_int,
+    place_system_messages,
     suffix_id,
+    tool_arguments,
 )
 from .sse import named_event
 
 SAMPLING_NAMES = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k"}
+#: tools OpenAI's servers run (the node cannot): not offered to the model, counted per call
+HOSTED_TOOLS = (
+    "web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
+    "file_search", "code_interpreter", "image_generation", "computer_use_preview", "computer",
+    "mcp", "tool_search",
+)
+LOCAL_SHELL = "local_shell"
+#: the function a ``local_shell`` tool is offered as: its ``exec`` action's fields
+LOCAL_SHELL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "array", "items": {"type": "string"}, "description": "Command and arguments."},
+        "workdir": {"type": "string", "description": "The working directory."},
+        "timeout_ms": {"type": "integer", "description": "Time limit in milliseconds."},
+    },
+    "required": ["command"],
+}
+CUSTOM_INPUT = "input"  # the one string argument a custom (freeform) tool is offered with
 TEXT_PARTS = ("input_text", "output_text", "text")
 ROLES = ("user", "system", "developer", "assistant")
 
@@ -96,6 +125,11 @@ class _Turns:
             self.assistant = {"role": "assistant", "content": None}
         return self.assistant
 
+    def _call(self, call_id: str, name: str, arguments: str) -> None:
+        self.open_calls.add(call_id)
+        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        self.turn().setdefault("tool_calls", []).append(call)
+
     def add(self, item: Any, where: str) -> None:
         expect(item, dict, where, "an input item object")
         kind = item.get("type", "message")
@@ -122,10 +156,18 @@ class _Turns:
             call_id = expect(item.get("call_id"), str, f"{where}.call_id", "a string")
             name = expect(item.get("name"), str, f"{where}.name", "a string")
             arguments = expect(item.get("arguments"), str, f"{where}.arguments", "a JSON string")
-            self.open_calls.add(call_id)
-            call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-            self.turn().setdefault("tool_calls", []).append(call)
-        elif kind == "function_call_output":
+            self._call(call_id, name, arguments)
+        elif kind == "custom_tool_call":
+            call_id = expect(item.get("call_id"), str, f"{where}.call_id", "a string")
+            name = expect(item.get("name"), str, f"{where}.name", "a string")
+            text = expect(item.get("input", ""), str, f"{where}.input", "a string")
+            self._call(call_id, name, dump_arguments({CUSTOM_INPUT: text}))
+        elif kind == "local_shell_call":
+            call_id = expect(item.get("call_id"), str, f"{where}.call_id", "a string")
+            action = expect(item.get("action"), dict, f"{where}.action", "an object")
+            arguments = {k: action[k] for k in LOCAL_SHELL_PARAMETERS["properties"] if k in action}
+            self._call(call_id, LOCAL_SHELL, dump_arguments(arguments))
+        elif kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
             call_id = expect(item.get("call_id"), str, f"{where}.call_id", "a string")
             if call_id not in self.open_calls:
                 raise BadRequest(
@@ -154,27 +196,77 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     for i, item in enumerate(items):
         turns.add(item, f"input[{i}]")
     turns.flush()
-    return turns.messages
+    return place_system_messages(turns.messages)
 
 
-def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+class _Tools:
+    """The request's tools as chat tools, and what the reply needs to name a call as the agent
+    expects it back (``extras``): each namespaced function's namespace, the custom tools, the
+    local shell; the hosted tools not offered (``dropped_tools``)."""
+
+    def __init__(self) -> None:
+        self.out: list[dict[str, Any]] = []
+        self.namespaces: dict[str, str] = {}
+        self.custom: list[str] = []
+        self.dropped: list[str] = []
+        self.local_shell = False
+
+    def add(self, tool: Any, where: str, namespace: str | None = None) -> None:
+        expect(tool, dict, where, "a tool object")
+        kind = tool.get("type")
+        if kind == "function":
+            function = chat_tool(
+                tool.get("name"), tool.get("description"), tool.get("parameters"), where, tool.get("strict")
+            )
+            self._offer(function, namespace)
+        elif kind == "custom":
+            name = tool.get("name")
+            schema = {
+                "type": "object", "properties": {CUSTOM_INPUT: {"type": "string"}}, "required": [CUSTOM_INPUT]
+            }
+            self._offer(chat_tool(name, tool.get("description"), schema, where), namespace)
+            self.custom.append(str(name))
+        elif kind == "namespace" and namespace is None:
+            name = expect(tool.get("name"), str, f"{where}.name", "a string")
+            for j, inner in enumerate(expect(tool.get("tools"), list, f"{where}.tools", "a list of tools")):
+                self.add(inner, f"{where}.tools[{j}]", name)
+        elif kind == LOCAL_SHELL and namespace is None:
+            self.local_shell = True
+            self._offer(chat_tool(LOCAL_SHELL, "Runs a shell command.", LOCAL_SHELL_PARAMETERS, where), None)
+        elif kind in HOSTED_TOOLS and namespace is None:
+            self.dropped.append(str(kind))
+        else:
+            raise BadRequest(f"{where}: tool type {kind!r} is not supported", param=where)
+
+    def _offer(self, tool: dict[str, Any], namespace: str | None) -> None:
+        if namespace is not None:
+            self.namespaces[tool["function"]["name"]] = namespace
+        self.out.append(tool)
+
+    def extras(self) -> dict[str, Any]:
+        extras: dict[str, Any] = {}
+        if self.namespaces:
+            extras["namespaces"] = self.namespaces
+        if self.custom:
+            extras["custom_tools"] = self.custom
+        if self.local_shell:
+            extras["local_shell"] = True
+        if self.dropped:
+            extras["dropped_tools"] = self.dropped
+        return extras
+
+
+def chat_tools(body: dict[str, Any], extras: dict[str, Any] | None = None) -> list[dict[str, Any]] | None:
+    """The tools the model is offered (``extras`` gets what the reply needs, see :class:`_Tools`)."""
     tools = body.get("tools")
     if tools is None or tools == []:
         return None
     expect(tools, list, "tools", "a list of tool objects")
-    out = []
+    found = _Tools()
     for i, tool in enumerate(tools):
-        where = f"tools[{i}]"
-        expect(tool, dict, where, "a tool object")
-        if tool.get("type") != "function":
-            raise BadRequest(
-                f"{where}: tool type {tool.get('type')!r} is not supported (use function tools)", param=where
-            )
-        out.append(
-            chat_tool(
-                tool.get("name"), tool.get("description"), tool.get("parameters"), where, tool.get("strict")
-            )
-        )
+        found.add(tool, f"tools[{i}]")
+    if extras is not None:
+        extras.update(found.extras())
     choice = body.get("tool_choice")
     if choice == "none":
         return None
@@ -182,7 +274,15 @@ def chat_tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
         raise BadRequest(
             f"tool_choice {choice!r} is not auto, none, required or an object", param="tool_choice"
         )
-    return out
+    return found.out or None
+
+
+def text_format(body: dict[str, Any]) -> str:
+    """``text.format`` when it constrains the reply (a JSON schema or object), else ""."""
+    text = body.get("text")
+    form = text.get("format") if isinstance(text, dict) else None
+    kind = form.get("type") if isinstance(form, dict) else None
+    return "text.format" if kind in ("json_schema", "json_object") else ""
 
 
 class Responses(Protocol):
@@ -199,23 +299,53 @@ class Responses(Protocol):
                     "conversation in input, with store false)",
                     param=key,
                 )
+        extras: dict[str, Any] = {}
         return ChatRequest(
             messages=chat_messages(body),
-            tools=chat_tools(body),
+            tools=chat_tools(body, extras),
             stream=bool(expect(body.get("stream", False), bool, "stream", "a boolean")),
             max_tokens=optional_positive_int(body, "max_output_tokens", "max_output_tokens"),
             agent_sampling=agent_sampling(body, SAMPLING_NAMES),
             model=str(body.get("model") or ""),
+            constraint=text_format(body),
+            extras=extras,
         )
 
     def reply(self, request: ChatRequest, completion: Completion) -> Body:
-        response = response_object(completion)
+        response = response_object(completion, request.extras)
         if not request.stream:
             return dump_json(response), "application/json"
         return stream_events(response), "text/event-stream"
 
 
-def output_items(message: dict[str, Any]) -> list[dict[str, Any]]:
+def call_item(call: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
+    """A tool call as the output item the agent expects for its tool: a ``function_call`` (with
+    its ``namespace`` when the function came in one), a ``custom_tool_call``, a ``local_shell_call``."""
+    name, arguments = call["function"]["name"], call["function"]["arguments"]
+    item_id = suffix_id(call["id"], "fc_")
+    if name in extras.get("custom_tools", ()):
+        text = tool_arguments(arguments).get(CUSTOM_INPUT)
+        return {
+            "type": "custom_tool_call", "id": item_id, "call_id": call["id"], "name": name,
+            "input": text if isinstance(text, str) else arguments, "status": "completed",
+        }
+    if name == LOCAL_SHELL and extras.get("local_shell"):
+        action = {"type": "exec", "env": {}, **tool_arguments(arguments)}
+        return {
+            "type": "local_shell_call", "id": item_id, "call_id": call["id"], "action": action,
+            "status": "completed",
+        }
+    item = {
+        "type": "function_call", "id": item_id, "call_id": call["id"], "name": name,
+        "arguments": arguments, "status": "completed",
+    }
+    namespace = extras.get("namespaces", {}).get(name)
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
+
+
+def output_items(message: dict[str, Any], extras: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if message.get("reasoning_content"):
         items.append(
@@ -239,20 +369,11 @@ def output_items(message: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     for call in message.get("tool_calls") or []:
-        items.append(
-            {
-                "type": "function_call",
-                "id": suffix_id(call["id"], "fc_"),
-                "call_id": call["id"],
-                "name": call["function"]["name"],
-                "arguments": call["function"]["arguments"],
-                "status": "completed",
-            }
-        )
+        items.append(call_item(call, extras or {}))
     return items
 
 
-def response_object(completion: Completion) -> dict[str, Any]:
+def response_object(completion: Completion, extras: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``Response`` a non-streaming call returns (``incomplete`` when cut at max tokens)."""
     cut = completion.finish == "length"
     return {
@@ -263,7 +384,7 @@ def response_object(completion: Completion) -> dict[str, Any]:
         "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
         "error": None,
         "model": completion.model,
-        "output": output_items(completion.message),
+        "output": output_items(completion.message, extras),
         "parallel_tool_calls": True,
         "tool_choice": "auto",
         "tools": [],
@@ -280,7 +401,10 @@ def response_object(completion: Completion) -> dict[str, Any]:
 def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
     """One output item's events: added (empty), its content as one delta, done."""
     ids = {"item_id": item["id"], "output_index": index}
-    if item["type"] == "function_call":
+    if item["type"] in ("custom_tool_call", "local_shell_call"):
+        body = []  # added, then done whole (no delta event the clients need)
+        empty = {**item, "status": "in_progress"}
+    elif item["type"] == "function_call":
         empty = {**item, "arguments": "", "status": "in_progress"}
         body = [
             {"type": "response.function_call_arguments.delta", **ids, "delta": item["arguments"]},
