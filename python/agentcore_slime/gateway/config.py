@@ -66,6 +66,11 @@ class GatewayConfig:
         being read, declared by ``Content-Length``); past it a call gets 429.
     :param stored_replies: ``Idempotency-Key`` replies a session keeps for retries (the oldest
         is dropped first).
+    :param routed_experts_layers: rollout routing replay (slime's ``--use-rollout-routing-replay``):
+        the model's layers (``--num-layers``), with ``routed_experts_topk`` (``--moe-router-topk``);
+        0 = off. On, every call asks the engine for the routed experts of the positions its
+        session does not hold yet (gateway/routing.py). The rollout sets both from slime's args.
+    :param routed_experts_topk: experts per token (see ``routed_experts_layers``).
     """
 
     # generated: PYTHONPATH=python python3 -m agentcore_slime.settings.schema gateway-fields (tests check it)
@@ -91,6 +96,8 @@ class GatewayConfig:
     render_timeout: float = 120.0
     session_body_bytes: int = 128 * 1024**2
     stored_replies: int = 64
+    routed_experts_layers: int = 0
+    routed_experts_topk: int = 0
     #: completion cap when neither the session nor the agent set one
     default_max_new_tokens: ClassVar[int] = 4096
     #: client connections served at once (also capped by the open-files limit); at the cap, the
@@ -115,6 +122,11 @@ class GatewayConfig:
             value, bound = getattr(self, name), ">= 0" if name in zero_ok else "> 0"
             if not (math.isfinite(value) and (value >= 0 if name in zero_ok else value > 0)):
                 raise ConfigError(f"{name} {value!r} must be a finite number {bound}")
+        routing = (self.routed_experts_layers, self.routed_experts_topk)
+        if any(type(v) is not int or v < 0 for v in routing) or (0 in routing and any(routing)):
+            raise ConfigError(
+                f"routed_experts_layers/topk {routing!r} must be two positive integers (or both 0: off)"
+            )
 
     @property
     def level(self) -> int:

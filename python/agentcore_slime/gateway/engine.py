@@ -33,6 +33,7 @@ router as a worker and read the headers it forwards.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -113,6 +114,9 @@ class EngineResult:
     finish: dict[str, Any]
     meta: dict[str, Any] = field(default_factory=dict)
     attempts: int = 1  # /generate requests it took (retries after a failure included)
+    #: ``meta_info.routed_experts`` as the engine sent it (base64 of int32), when asked for:
+    #: kept out of ``meta`` (it is the largest part of the answer; gateway/routing.py decodes it)
+    routed_experts: str | None = None
 
     @property
     def finish_type(self) -> str:
@@ -234,8 +238,13 @@ class EngineClient:
         sampling_params: dict[str, Any],
         *,
         routing_key: str | None = None,
+        routed_experts_start: int | None = None,
     ) -> EngineResult:
         """One ``/generate`` call with retries.
+
+        :param routed_experts_start: ask for the routed experts of positions
+            ``[routed_experts_start, len(prompt) + len(output) - 1)`` (SGLang's
+            ``return_routed_experts`` and ``routed_experts_start_len``); None: do not ask.
 
         :raises EngineError: exhausted retries (or the outage window), a read timeout, a 4xx, an
             abort finish or a malformed answer.
@@ -247,7 +256,7 @@ class EngineClient:
         while True:
             attempt += 1
             rid = new_id("")
-            body = generate_body(rid, input_ids, sampling_params)
+            body = generate_body(rid, input_ids, sampling_params, routed_experts_start)
             url = self._engine_for(routing_key)
             gone, payload = False, None
             try:
@@ -347,8 +356,14 @@ class EngineClient:
                 logger.debug("abort_request for %s at %s failed", rid, url)
 
 
-def generate_body(rid: str, input_ids: list[int] | array[int], sampling_params: dict[str, Any]) -> bytes:
-    """The ``/generate`` request body.
+def generate_body(
+    rid: str,
+    input_ids: list[int] | array[int],
+    sampling_params: dict[str, Any],
+    routed_experts_start: int | None = None,
+) -> bytes:
+    """The ``/generate`` request body (with ``return_routed_experts`` and
+    ``routed_experts_start_len`` when ``routed_experts_start`` is given).
 
     Ids held as a 32-bit ``array`` are written by orjson straight from their buffer (a numpy
     view, no copy): a 10k-id prompt is written about 5x faster than through ``tolist()``,
@@ -358,7 +373,11 @@ def generate_body(rid: str, input_ids: list[int] | array[int], sampling_params: 
     ids: Any = input_ids
     if isinstance(input_ids, array) and input_ids.typecode == "i" and input_ids.itemsize == 4:
         ids = np.frombuffer(input_ids, dtype=np.int32)
+    routing: dict[str, Any] = {}
+    if routed_experts_start is not None:
+        routing = {"return_routed_experts": True, "routed_experts_start_len": routed_experts_start}
     body = {"rid": rid, "input_ids": ids, "return_logprob": True, "sampling_params": sampling_params}
+    body.update(routing)
     try:
         return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError:  # orjson.JSONEncodeError
@@ -367,7 +386,13 @@ def generate_body(rid: str, input_ids: list[int] | array[int], sampling_params: 
     # (an array exporting its buffer cannot be resized)
     del body, ids
     return dump_json(
-        {"rid": rid, "input_ids": list(input_ids), "return_logprob": True, "sampling_params": sampling_params}
+        {
+            "rid": rid,
+            "input_ids": list(input_ids),
+            "return_logprob": True,
+            "sampling_params": sampling_params,
+            **routing,
+        }
     )
 
 
@@ -424,8 +449,10 @@ def _result(payload: Any, vocab_size: int = 0) -> EngineResult:
         )
     # the per-token entries are in ids and logprobs now; kept, they are hundreds of small
     # lists per call in flight for the garbage collector to walk
-    meta = {k: v for k, v in meta.items() if k not in PER_TOKEN_META}
-    return EngineResult(ids, logprobs, finish, meta)
+    routed = meta.get("routed_experts")
+    meta = {k: v for k, v in meta.items() if k not in PER_TOKEN_META and k != "routed_experts"}
+    routed_text = routed if isinstance(routed, str) else None
+    return EngineResult(ids, logprobs, finish, meta, routed_experts=routed_text)
 
 
 def _token_ids(values: list[Any], vocab_size: int) -> list[int]:
@@ -476,4 +503,4 @@ def settle_finish(
             finish = {"type": "stop", "matched": hit}
     if finish is None:
         return result
-    return EngineResult(result.output_ids, result.logprobs, finish, result.meta, result.attempts)
+    return dataclasses.replace(result, finish=finish)

@@ -18,6 +18,7 @@ from .config import short_id
 from .conversation import ChainState, extends, fork_reason
 from .engine import EngineResult
 from .protocols.base import Body
+from .routing import NOT_ASKED, Routing
 from .sessions import Call, Session, Sessions
 from .trace import CallTrace
 
@@ -49,7 +50,12 @@ def join(session: Session, call: Call) -> None:
 
 
 def trace_of(
-    session: Session, call: Call, result: EngineResult, message: dict[str, Any], errors: list[str]
+    session: Session,
+    call: Call,
+    result: EngineResult,
+    message: dict[str, Any],
+    errors: list[str],
+    routing: Routing = NOT_ASKED,
 ) -> CallTrace:
     """The call's trace (its prompt ids stay in ``call.prompt``: the store takes them from there)."""
     assert call.prompt is not None
@@ -70,6 +76,9 @@ def trace_of(
         weight_version=result.meta.get("weight_version"),
         tool_call_errors=errors,
         engine_attempts=result.attempts,
+        routed_experts_start=routing.start,
+        routed_experts=routing.rows,
+        routed_experts_problem=routing.problem,
     )
 
 

@@ -24,6 +24,7 @@ from .limits import ConnectionCap
 from .protocols.base import CHAT, Protocol
 from .record import record, trace_of
 from .render_pool import RenderTimeout
+from .routing import row_bytes, take
 from .sessions import Call, Session, Sessions
 from .wire import BadRequest
 
@@ -103,6 +104,8 @@ class AgentRoutes:
         self.calls = calls
         self.engine = engine
         self.cap = cap
+        #: bytes of one position's routed experts (0: the run does not replay routing)
+        self.routed_row_bytes = row_bytes(config.routed_experts_layers, config.routed_experts_topk)
 
     async def models(self, request: web.Request) -> web.Response:
         if self.sessions.get(request.match_info["sid"]) is None:
@@ -201,9 +204,13 @@ class AgentRoutes:
         self, request: web.Request, session: Session, call: Call, key: str | None, digest: bytes
     ) -> web.StreamResponse:
         assert call.prompt is not None
+        start = None
+        if self.routed_row_bytes:  # only what the session does not hold yet (gateway/routing.py)
+            with self.sessions.lock:
+                start = session.store.routed_experts_start(call.prompt.ids)
         try:
             result = await self.engine.generate(
-                call.prompt.ids, call.params, routing_key=routing_key(session.sid)
+                call.prompt.ids, call.params, routing_key=routing_key(session.sid), routed_experts_start=start
             )
             result = settle_finish(result, self.calls.prompts.stop_ids, call.request.stop, self.calls.decode)
         except EngineError as err:
@@ -219,7 +226,10 @@ class AgentRoutes:
         message, errors, reply = self.calls.reply(
             call, result.output_ids, result.finish_type, matched if isinstance(matched, str) else None
         )
-        trace = trace_of(session, call, result, message, errors)
+        routing = take(result, start, len(call.prompt.ids), self.routed_row_bytes)
+        if routing.problem:
+            logger.debug("session %s: no routed experts: %s", short_id(session.sid), routing.problem)
+        trace = trace_of(session, call, result, message, errors, routing)
         # Recorded just before the last bytes go out, so a trainer reading right after the
         # agent got its reply sees the trace; undone if the agent went away meanwhile.
         undo = record(self.sessions, session, call, trace, key, (digest, reply), self.config.stored_replies)

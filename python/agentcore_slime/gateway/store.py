@@ -9,6 +9,9 @@ garbage collector to walk. Here a call keeps:
 - the length of the prefix it shares with the previous call's prompt + completion, and only
   the ids after it, in ``array('i')`` (4 bytes an id, not an object);
 - its completion ids (``array('i')``) and logprobs (``array('d')``: the engine's floats exactly);
+- the routed experts the engine returned for it (rollout routing replay), as the bytes the
+  engine sent: only the rows the call added (``routed_experts_start`` on), so a session holds
+  each position's row once;
 - everything else (the request messages it adds, the reply message, sampling params, finish,
   latency...) as one JSON ``bytes`` blob.
 
@@ -28,7 +31,7 @@ import orjson
 
 from .trace import CallTrace
 
-_ID_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs")
+_ID_FIELDS = ("prompt_token_ids", "completion_token_ids", "logprobs", "routed_experts")
 _META_FIELDS = tuple(f.name for f in fields(CallTrace) if f.name not in _ID_FIELDS)
 _STANDARD_JSON = b"\x00"  # marks a blob orjson could not write (orjson's output never starts with it)
 
@@ -107,6 +110,7 @@ class _Stored:
     logprobs: array[float]
     shared_messages: int  # leading request messages equal to the previous call's
     blob: bytes
+    routed: bytes | None = None  # the routed-expert rows the engine returned (trace.routed_experts)
 
     @property
     def new_prompt_ids(self) -> array[int]:
@@ -125,7 +129,8 @@ class _Stored:
     def nbytes(self) -> int:
         """Bytes of the ids it added, its logprobs and its blob."""
         ids = self.ids.itemsize * self.held_tokens
-        return ids + self.logprobs.itemsize * len(self.logprobs) + len(self.blob)
+        routed = len(self.routed) if self.routed is not None else 0
+        return ids + self.logprobs.itemsize * len(self.logprobs) + len(self.blob) + routed
 
 
 class _Sequence:
@@ -160,7 +165,9 @@ class SessionTraces:
         self._calls: list[_Stored] = []
         self._sequence = _Sequence()
         self._last_messages: list[dict[str, Any]] = []  # the last call's request messages
-        self._undo: tuple[array[int], int, int, list[dict[str, Any]]] | None = None
+        #: leading positions of the sequence whose routed experts the stored calls hold
+        self._routed_rows = 0
+        self._undo: tuple[array[int], int, int, list[dict[str, Any]], int] | None = None
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -170,6 +177,13 @@ class SessionTraces:
         """The array holding the last call's prompt + completion, as its first ids (the
         sequence's end). Later calls may append to it in place; nothing else changes it."""
         return self._sequence.ids
+
+    def routed_experts_start(self, prompt: array[int]) -> int:
+        """Where a call of this prompt starts asking for routed experts (SGLang's
+        ``routed_experts_start_len``): the leading positions it shares with the sequence whose
+        rows the stored calls already hold. Bytes on the wire then grow with what a call adds."""
+        sequence = self._sequence
+        return min(common_prefix(prompt, sequence.ids[: sequence.end]), self._routed_rows)
 
     @property
     def held_tokens(self) -> int:
@@ -195,17 +209,21 @@ class SessionTraces:
         meta = {name: getattr(trace, name) for name in _META_FIELDS}
         meta["messages"] = messages[shared_msgs:]
         blob = pack(meta)
-        self._undo = (sequence.ids, sequence.end, len(sequence.ids), self._last_messages)
+        undo = (sequence.ids, sequence.end, len(sequence.ids), self._last_messages, self._routed_rows)
+        self._undo = undo
         ids, prompt_end, end = sequence.add(prompt, array("i", trace.completion_token_ids), shared)
         logprobs = array("d", trace.logprobs)
-        self._calls.append(_Stored(ids, shared, prompt_end, end, logprobs, shared_msgs, blob))
+        routed = trace.routed_experts
+        self._calls.append(_Stored(ids, shared, prompt_end, end, logprobs, shared_msgs, blob, routed))
         self._last_messages = [*self._last_messages[:shared_msgs], *messages[shared_msgs:]]
+        held = min(shared, self._routed_rows)
+        self._routed_rows = routed_rows(trace.routed_experts_start, routed, held, end)
 
     def pop_last(self) -> None:
         """Undo the last :meth:`append` (its reply never reached the client)."""
         if self._undo is None:
             raise RuntimeError("nothing to undo")
-        ids, end, length, self._last_messages = self._undo
+        ids, end, length, self._last_messages, self._routed_rows = self._undo
         self._calls.pop()
         del ids[length:]  # what the call appended in place, if it did
         self._sequence.ids, self._sequence.end = ids, end
@@ -220,19 +238,29 @@ class SessionTraces:
         return rebuild(self._calls)
 
 
+def routed_rows(start: int | None, routed: bytes | None, held: int, end: int) -> int:
+    """Leading positions of a call's sequence (``end`` ids) whose routed experts the session
+    holds after it: all but the last (never forwarded) when the engine returned the call's rows
+    from a start within what was held (``held``: the rows before it that its prompt shares);
+    else only ``held`` (none when the run does not replay routing)."""
+    if start is None:
+        return 0
+    return end - 1 if routed is not None and start <= held else held
+
+
 def link(
-    deltas: list[tuple[int, array[int], array[int], array[float], int, bytes]],
+    deltas: list[tuple[int, array[int], array[int], array[float], int, bytes, bytes | None]],
 ) -> list[_Stored]:
     """Stored calls from what each added, in call order: ``(shared_ids, new_prompt_ids,
-    completion_ids, logprobs, shared_messages, blob)`` (as :mod:`.trace_wire` carries them)."""
+    completion_ids, logprobs, shared_messages, blob, routed)`` (as :mod:`.trace_wire` carries them)."""
     sequence = _Sequence()
     out = []
-    for shared, new_prompt, completion, logprobs, shared_messages, blob in deltas:
+    for shared, new_prompt, completion, logprobs, shared_messages, blob, routed in deltas:
         if shared > sequence.end:
             raise ValueError(f"a call shares {shared} ids with a sequence of {sequence.end}")
         prompt = sequence.ids[:shared] + new_prompt
         ids, prompt_end, end = sequence.add(prompt, completion, shared)
-        out.append(_Stored(ids, shared, prompt_end, end, logprobs, shared_messages, blob))
+        out.append(_Stored(ids, shared, prompt_end, end, logprobs, shared_messages, blob, routed))
     return out
 
 
@@ -251,6 +279,7 @@ def rebuild(stored: list[_Stored]) -> list[CallTrace]:
                 completion_token_ids=call.ids[call.prompt_end : call.end].tolist(),
                 logprobs=call.logprobs.tolist(),
                 messages=messages,
+                routed_experts=call.routed,
                 **meta,
             )
         )

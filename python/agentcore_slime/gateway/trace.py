@@ -69,6 +69,14 @@ class CallTrace:
         the agent got the text as SGLang's server would return it, and the rollout counts it.
     :param engine_attempts: ``/generate`` requests the call took (1 = the first answered; more:
         the engine or router failed first, e.g. an engine that died and was replaced).
+    :param routed_experts_start: rollout routing replay: the first position whose routed experts
+        the call asked the engine for (SGLang's ``routed_experts_start_len``: the rows before it
+        are the session's, from earlier calls); None when the run does not replay routing.
+    :param routed_experts: the engine's rows for positions ``[routed_experts_start, len(prompt) +
+        len(completion) - 1)``, raw int32 (``num_layers x moe_router_topk`` per row, as SGLang
+        sends them decoded from base64); None when asked for and not usable (see
+        ``routed_experts_problem``) or not asked for.
+    :param routed_experts_problem: why ``routed_experts`` is None though asked for ("" otherwise).
     """
 
     prompt_token_ids: list[int]
@@ -87,6 +95,9 @@ class CallTrace:
     tool_call_errors: list[str] = field(default_factory=list)
     joined: Joined = ""
     engine_attempts: int = 1
+    routed_experts_start: int | None = None
+    routed_experts: bytes | None = None
+    routed_experts_problem: str = ""
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_token_ids):

@@ -5,14 +5,16 @@ multi-turn calls holds hundreds of thousands of ids. Here each stored call
 (:class:`~.store._Stored`: only what the call adds to the previous one) goes as it is stored:
 its shared-prefix lengths, its JSON blob (the messages it adds and the trace's metadata,
 written by :func:`~.store.pack`), then the raw little-endian bytes of its id arrays
-(``int32``) and logprobs (``float64``, so every double comes back bit for bit). The reader
+(``int32``) and logprobs (``float64``, so every double comes back bit for bit), then its routed
+experts (rollout routing replay: the rows it added, as the engine sent them). The reader
 rebuilds exact :class:`~.trace.CallTrace` records with :func:`~.store.rebuild`.
 
 Layout (all integers little-endian)::
 
     b"ACTW" u8 version u32 calls
     per call: u32 shared_ids u32 shared_messages u32 blob_bytes u32 new_prompt_ids u32 completion_ids
-              u32 logprobs | blob | int32 x new_prompt_ids | int32 x completion_ids | float64 x logprobs
+              u32 logprobs u32 routed_bytes (NO_ROUTED: none) | blob | int32 x new_prompt_ids
+              | int32 x completion_ids | float64 x logprobs | routed bytes
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from typing import Any
 from .store import _Stored, link
 
 MAGIC = b"ACTW"
-VERSION = 2
+VERSION = 3
 _START = struct.Struct("<4sBI")
-_CALL = struct.Struct("<IIIIII")
+_CALL = struct.Struct("<IIIIIII")
+NO_ROUTED = 0xFFFFFFFF  # routed_bytes of a call without routed experts (None)
 if array("i").itemsize != 4 or array("d").itemsize != 8:  # the store's arrays; true on every CPython target
     raise ImportError("trace_wire needs 4-byte array('i') and 8-byte array('d')")
 
@@ -54,9 +57,12 @@ def encode(calls: list[_Stored]) -> bytes:
     parts = [_START.pack(MAGIC, VERSION, len(calls))]
     for call in calls:
         counts = (len(call.new_prompt_ids), len(call.completion_ids), len(call.logprobs))
-        parts.append(_CALL.pack(call.shared_ids, call.shared_messages, len(call.blob), *counts))
+        routed = NO_ROUTED if call.routed is None else len(call.routed)
+        parts.append(_CALL.pack(call.shared_ids, call.shared_messages, len(call.blob), *counts, routed))
         parts += [call.blob, _little_endian(call.new_prompt_ids), _little_endian(call.completion_ids)]
         parts.append(_little_endian(call.logprobs))
+        if call.routed is not None:
+            parts.append(call.routed)
     return b"".join(parts)
 
 
@@ -76,9 +82,11 @@ def decode(data: bytes) -> list[_Stored]:
     for number in range(count):
         if offset + _CALL.size > len(view):
             raise ValueError(f"trace bytes end inside call {number} of {count}")
-        shared_ids, shared_messages, size, prompt, completion, logprobs = _CALL.unpack_from(view, offset)
+        fields = _CALL.unpack_from(view, offset)
+        shared_ids, shared_messages, size, prompt, completion, logprobs, routed = fields
         offset += _CALL.size
-        end = offset + size + 4 * (prompt + completion) + 8 * logprobs
+        routed_size = 0 if routed == NO_ROUTED else routed
+        end = offset + size + 4 * (prompt + completion) + 8 * logprobs + routed_size
         if end > len(view):
             raise ValueError(f"trace bytes end inside call {number} of {count}")
         blob = bytes(view[offset : offset + size])
@@ -88,8 +96,10 @@ def decode(data: bytes) -> list[_Stored]:
         out = _from_little_endian("i", view[offset : offset + 4 * completion])
         offset += 4 * completion
         probs = _from_little_endian("d", view[offset : offset + 8 * logprobs])
+        offset += 8 * logprobs
+        rows = None if routed == NO_ROUTED else bytes(view[offset:end])
         offset = end
-        deltas.append((shared_ids, ids, out, probs, shared_messages, blob))
+        deltas.append((shared_ids, ids, out, probs, shared_messages, blob, rows))
     if offset != len(view):
         raise ValueError(f"{len(view) - offset} bytes after the last of {count} calls")
     return link(deltas)

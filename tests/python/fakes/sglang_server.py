@@ -24,6 +24,14 @@ slime's sglang-router 0.3.2 in front of such engines.
   the context, prompt + ``max_new_tokens`` over the context, a duplicate in-flight rid, or
   a body without exactly one of ``input_ids``/``text``. Scriptable faults: the first N calls
   answer 503, the first N calls abort (200 + ``{"type": "abort"}``, partial output), a delay.
+- Routed experts (an MoE engine started with ``--enable-return-routed-experts``: pass
+  ``routed_experts=MoeShape(...)``), as SGLang 0.5.13 and 0.5.15.post1 return them: a request
+  with ``return_routed_experts`` gets ``meta_info["routed_experts"]``, base64 of the int32
+  rows of positions ``[min(routed_experts_start_len, seqlen - 1), seqlen - 1)`` of prompt +
+  output (``state_capturer/base.py`` ``get_topk``, ``detokenizer_manager.py``
+  ``_b64_encode_per_request``); a start below 0 or past the prompt is a 400 (the scheduler's
+  ``set_finish_with_abort``); an engine without the flag returns none. Each row is
+  :func:`routed_row`, a function of the tokens up to its position, as a real model's routing is.
 - ``GET /health``, ``/health_generate`` (200, empty), ``GET /model_info`` and
   ``/get_model_info`` (0.5.13 keys), ``GET /v1/models`` (with ``max_model_len``),
   ``POST /abort_request``; ``GET /ready`` only as 0.5.23 (0.5.13 has no such route).
@@ -34,13 +42,16 @@ It runs an aiohttp app on 127.0.0.1 (port 0) in its own thread with its own even
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 from fakes.http import ThreadedAiohttpServer
@@ -65,6 +76,34 @@ class Completion:
 
 
 Policy = Callable[[list[int], dict[str, Any]], Completion]
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """An MoE model's routing shape: ``layers`` (HF ``num_hidden_layers``), ``topk``
+    (``num_experts_per_tok``) and ``experts`` (routed experts per layer)."""
+
+    layers: int = 4
+    topk: int = 2
+    experts: int = 8
+
+
+def routed_row(tokens: list[int], position: int, shape: MoeShape) -> np.ndarray:
+    """The experts the scripted model routes ``tokens[position]`` to: ``layers x topk`` distinct
+    ids per layer, a function of the token, its position and the tokens before it (a real
+    model's routing depends on the whole prefix)."""
+    prefix = np.asarray(tokens[: position + 1], dtype=np.int64).tobytes()
+    base = zlib.crc32(prefix)
+    layers = np.arange(shape.layers, dtype=np.int64)[:, None]
+    picks = np.arange(shape.topk, dtype=np.int64)[None, :]
+    return ((base + layers * 5 + picks) % shape.experts).astype(np.int32)
+
+
+def routed_rows(tokens: list[int], start: int, end: int, shape: MoeShape) -> np.ndarray:
+    """Rows of positions ``[start, end)`` (``(end - start, layers, topk)`` int32)."""
+    rows = [routed_row(tokens, p, shape) for p in range(start, end)]
+    empty = np.zeros((0, shape.layers, shape.topk), dtype=np.int32)
+    return np.stack(rows) if rows else empty
 
 
 def fake_logprob(token_id: int, position: int) -> float:
@@ -121,6 +160,8 @@ class FakeSGLang(ThreadedAiohttpServer):
     :param keep_requests: keep every request body and its headers in ``requests`` and
         ``headers`` for tests to read; a benchmark turns it off (thousands of 10k-id bodies
         kept would make the stand-in's own garbage collections the bottleneck).
+    :param routed_experts: an MoE model's shape: the engine was started with
+        ``--enable-return-routed-experts`` (None: it was not; a request asking gets none).
     """
 
     def __init__(
@@ -136,7 +177,9 @@ class FakeSGLang(ThreadedAiohttpServer):
         sglang_version: str = "0.5.13",
         corrupt: Callable[[dict[str, Any]], None] | None = None,
         keep_requests: bool = True,
+        routed_experts: MoeShape | None = None,
     ) -> None:
+        self.routed_experts = routed_experts
         if sglang_version not in SGLANG_VERSIONS:
             raise ValueError(f"sglang_version {sglang_version!r} is not one of {SGLANG_VERSIONS}")
         self.sglang_version = sglang_version
@@ -246,6 +289,9 @@ class FakeSGLang(ThreadedAiohttpServer):
                 f"The input ({n_in} tokens) is longer than the model's context length "
                 f"({self.context_length} tokens)."
             )
+        start = body.get("routed_experts_start_len", 0)
+        if body.get("return_routed_experts") and not 0 <= start <= n_in:  # scheduler.py:2109-2128
+            return f"routed_experts_start_len={start} is outside 0..{n_in} (the input's tokens)"
         params = body.get("sampling_params") or {}
         max_new = int(params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
         if n_in + max_new > self.context_length:
@@ -323,6 +369,11 @@ class FakeSGLang(ThreadedAiohttpServer):
             meta["input_token_logprobs"] = []
             meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(logprobs, ids, strict=True)]
             meta["output_token_logprobs_length"] = len(ids)
+        if body.get("return_routed_experts") and self.routed_experts is not None:
+            sequence = [*body["input_ids"], *ids]
+            start = min(int(body.get("routed_experts_start_len", 0)), len(sequence) - 1)
+            rows = routed_rows(sequence, start, len(sequence) - 1, self.routed_experts)
+            meta["routed_experts"] = base64.b64encode(rows.tobytes()).decode("utf-8")
         text = ""
         if self.tokenizer is not None:
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
