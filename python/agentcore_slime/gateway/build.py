@@ -66,12 +66,12 @@ def load_prompts(config: GatewayConfig) -> tuple[PromptBuilder, RenderPool]:
         reasoning_parser=config.reasoning_parser,
     )
     logger.info("renderer family %s (%s)", choice.family, choice.reason)
-    render_pool = RenderPool(
-        RendererSpec(model_dir, choice.family, config.tool_call_parser, config.reasoning_parser)
+    render_pool = RenderPool(  # the parsers as chosen (auto resolved from the model)
+        RendererSpec(model_dir, choice.family, choice.tool_call_parser, choice.reasoning_parser)
     )
     prompts = PromptBuilder(
         renderer, tokenizer, choice.family, generation_stop_ids(model_dir),
-        tool_call_parser=config.tool_call_parser,
+        tool_call_parser=choice.tool_call_parser,
     )
     try:  # compiles the chat template now rather than in the first agent call
         prompts.render([{"role": "user", "content": "warm-up"}], None)

@@ -78,8 +78,8 @@ class GatewayConfig:
     model_id: str = "default"
     host: str | None = None
     port: int = 9090
-    tool_call_parser: str | None = "qwen"
-    reasoning_parser: str | None = None
+    tool_call_parser: str | None = "auto"
+    reasoning_parser: str | None = "auto"
     cumulative_token_mode: bool = True
     renderer_family: str = "auto"
     log_level: str = "warning"

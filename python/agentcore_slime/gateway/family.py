@@ -15,30 +15,27 @@ from pathlib import Path
 from typing import Any
 
 from agentcore_slime.errors import ConfigError
+from agentcore_slime.settings.model_family import Fit, identify, model_fit, read_model
 from agentcore_slime.settings.schema import REASONING_PARSERS, TOOL_CALL_PARSERS
 
 logger = logging.getLogger(__name__)
 
 # SGLang parser names -> renderers parser names (DefaultRenderer only) come from the settings
-# schema: bin/train refuses any other name before anything starts.
-# config.json model_type -> renderers family, for model dirs whose name is not a Hub id.
-MODEL_TYPE_FAMILIES: dict[str, str] = {
-    "qwen3": "qwen3",
-    "qwen3_moe": "qwen3",
-    "gpt_oss": "gpt-oss",
-    "glm4_moe": "glm-4.5",
-    "kimi_k2": "kimi-k2",
-    "minimax_m2": "minimax-m2",
-}
+# schema: bin/train refuses any other name before anything starts. Which family a model is, and
+# the parsers and renderer family that fit it, come from settings/model_family.py (bin/train and
+# bin/doctor check the same table).
 CHAT_TEMPLATE_FAMILY = "default"  # renderers' name for "the model's own chat template"
 
 
 @dataclass
 class RendererChoice:
-    """Which renderer serves the model and why (logged once at start)."""
+    """Which renderer serves the model and why (logged once at start), and the parsers that
+    read its completions (``auto`` resolved from the model: None = off)."""
 
     family: str
     reason: str
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
 
 
 
@@ -75,12 +72,16 @@ def infer_family(model_dir: str, tokenizer: Any) -> RendererChoice:
         family = MODEL_RENDERER_MAP.get(str(name)) or by_basename.get(Path(str(name)).name.lower())
         if family:
             return RendererChoice(family, f"model name {name!r}")
-    model_type = str(config.get("model_type") or "")
-    if model_type in MODEL_TYPE_FAMILIES:
-        return RendererChoice(MODEL_TYPE_FAMILIES[model_type], f"config.json model_type {model_type!r}")
+    facts = read_model(root)
+    family, evidence = identify(facts) if facts is not None else (None, "")
+    if family is not None:
+        if family.renderer_families:
+            return RendererChoice(family.renderer_families[0], f"{family.name} ({evidence})")
+        return RendererChoice(CHAT_TEMPLATE_FAMILY, f"no renderers family renders {family.name} ({evidence})")
     template = str(getattr(tokenizer, "chat_template", "") or "")
     if "<|im_start|>" in template and "enable_thinking" in template and "<tool_response>" in template:
         return RendererChoice("qwen3", "a Qwen3-style chat template (enable_thinking, <tool_response>)")
+    model_type = str(config.get("model_type") or "")
     why = f"model_type {model_type!r}" if model_type else "no model_type"
     return RendererChoice(CHAT_TEMPLATE_FAMILY, f"no renderers family fits ({why})")
 
@@ -129,6 +130,28 @@ def build_renderer(
     return create_renderer(tokenizer, config)
 
 
+def resolve_parsers(
+    model_dir: str, family: str, tool_call_parser: str | None, reasoning_parser: str | None
+) -> Fit:
+    """The parsers for the model: ``auto`` chosen from it (settings/model_family.py, the table
+    bin/train and bin/doctor check with); a name that does not fit it is logged, not refused
+    (bin/train refused it already; a hand-built config may know better).
+
+    :raises ConfigError: ``auto`` on a family whose format the gateway cannot read.
+    """
+    fit = model_fit(model_dir, tool_call_parser, reasoning_parser, family)
+    unreadable = [p for p in fit.problems if p.unreadable]
+    if unreadable:
+        raise ConfigError(unreadable[0].message, unreadable[0].fix)
+    for problem in fit.problems:  # misfits
+        logger.warning("%s (%s)", problem.message, problem.fix)
+    if fit.chosen:
+        chosen = ", ".join(f"{k}={v}" for k, v in fit.chosen.items())
+        assert fit.family is not None
+        logger.info("parsers chosen from the model, %s (%s): %s", fit.family.name, fit.evidence, chosen)
+    return fit
+
+
 def choose_renderer(
     model_dir: str,
     tokenizer: Any,
@@ -137,19 +160,25 @@ def choose_renderer(
     tool_call_parser: str | None,
     reasoning_parser: str | None,
 ) -> tuple[Any, RendererChoice]:
-    """The renderer for the gateway: explicit ``family``, or inferred when ``auto``.
+    """The renderer for the gateway: explicit ``family``, or inferred when ``auto``; and the
+    parsers, ``auto`` resolved from the model (:func:`resolve_parsers`), in the choice.
 
     An inferred family whose renderer cannot be built on this tokenizer falls back to the
     chat template (logged once); an explicit one raises.
     """
-    kwargs = {"tool_call_parser": tool_call_parser, "reasoning_parser": reasoning_parser}
+    fit = resolve_parsers(model_dir, family, tool_call_parser, reasoning_parser)
+    parsers = {"tool_call_parser": fit.tool_call_parser, "reasoning_parser": fit.reasoning_parser}
     if family != "auto":
-        return build_renderer(tokenizer, family, **kwargs), RendererChoice(family, "RENDERER_FAMILY")
+        renderer = build_renderer(tokenizer, family, **parsers)
+        return renderer, RendererChoice(family, "RENDERER_FAMILY", **parsers)
     choice = infer_family(model_dir, tokenizer)
     if choice.family != CHAT_TEMPLATE_FAMILY:
         try:
-            return build_renderer(tokenizer, choice.family, **kwargs), choice
+            return build_renderer(tokenizer, choice.family, **parsers), RendererChoice(
+                choice.family, choice.reason, **parsers
+            )
         except Exception as err:  # noqa: BLE001 - any failure to fit means: use the chat template
             choice = RendererChoice(CHAT_TEMPLATE_FAMILY, f"family {choice.family!r} did not fit ({err})")
     logger.warning("renderer: %s; falling back to the model's chat template", choice.reason)
-    return build_renderer(tokenizer, CHAT_TEMPLATE_FAMILY, **kwargs), choice
+    renderer = build_renderer(tokenizer, CHAT_TEMPLATE_FAMILY, **parsers)
+    return renderer, RendererChoice(CHAT_TEMPLATE_FAMILY, choice.reason, **parsers)

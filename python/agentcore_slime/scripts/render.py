@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from ..settings.schema import KEYS, NONE, Kind, Value, is_secret, rollout_keys
+from ..settings.schema import AUTO, KEYS, NONE, Kind, Value, is_secret, rollout_keys
 from ..settings.validate import Config, global_batch_size
 from ..settings.variants import TEMPLATE, VARIANTS, Variant
 from . import library
@@ -273,8 +273,8 @@ def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
         ("SGLANG_TOOL_CALL_PARSER", "--sglang-tool-call-parser"),
         ("SGLANG_REASONING_PARSER", "--sglang-reasoning-parser"),
     ):
-        if c[name] not in (None, NONE):
-            flags.append([flag, str(c[name])])
+        if c[name] not in (None, NONE, AUTO):  # auto: the gateway chooses from the model; it parses,
+            flags.append([flag, str(c[name])])  # SGLang's /generate does not
     if c["SGLANG_CONTEXT_LENGTH"] is not None:
         flags.append(["--sglang-context-length", _num(c["SGLANG_CONTEXT_LENGTH"])])
     return flags

@@ -39,6 +39,8 @@ class Kind(Enum):
 #: the choice that turns an optional feature off (the parsers): toolkit.yaml's ``null``
 #: means "the default", so "off" needs a word of its own
 NONE = "none"
+#: the choice "chosen from MODEL_DIR" (the parsers and RENDERER_FAMILY: settings/model_family.py)
+AUTO = "auto"
 
 #: SGLang ``--tool-call-parser`` names the gateway can parse too -> the ``renderers`` tool parser
 #: it uses for chat-template models (tests keep the values in step with the installed library)
@@ -310,18 +312,18 @@ KEYS: tuple[Key, ...] = (
     Key(
         "SGLANG_TOOL_CALL_PARSER",
         Kind.STR,
-        "qwen",
-        "SGLang/gateway tool-call parser (none = off)",
-        choices=(*TOOL_CALL_PARSERS, NONE),
+        AUTO,
+        "SGLang/gateway tool-call parser (auto = chosen from MODEL_DIR, none = off)",
+        choices=(AUTO, *TOOL_CALL_PARSERS, NONE),
         rollout=True,
         gateway="tool_call_parser",
     ),
     Key(
         "SGLANG_REASONING_PARSER",
         Kind.STR,
-        None,
-        "SGLang/gateway reasoning parser (unset or none = off)",
-        choices=(*REASONING_PARSERS, NONE),
+        AUTO,
+        "SGLang/gateway reasoning parser (auto = chosen from MODEL_DIR, none = off)",
+        choices=(AUTO, *REASONING_PARSERS, NONE),
         rollout=True,
         gateway="reasoning_parser",
     ),
@@ -740,8 +742,8 @@ def family_list() -> str:
     """The renderer families, tool-call and reasoning parsers as Markdown (docs/gateway.md)."""
     return (
         f"- `RENDERER_FAMILY`: {', '.join(f'`{name}`' for name in RENDERER_FAMILIES)}\n"
-        f"- `SGLANG_TOOL_CALL_PARSER`: {', '.join(f'`{name}`' for name in (*TOOL_CALL_PARSERS, NONE))}\n"
-        f"- `SGLANG_REASONING_PARSER`: {', '.join(f'`{name}`' for name in (*REASONING_PARSERS, NONE))}\n"
+        f"- `SGLANG_TOOL_CALL_PARSER`: {', '.join(f'`{n}`' for n in (AUTO, *TOOL_CALL_PARSERS, NONE))}\n"
+        f"- `SGLANG_REASONING_PARSER`: {', '.join(f'`{n}`' for n in (AUTO, *REASONING_PARSERS, NONE))}\n"
     )
 
 

@@ -321,10 +321,10 @@ def test_the_check_rejects_a_misspelt_or_ignored_flag(tmp_path: Path) -> None:
 
 def test_parser_choices_of_the_settings_are_names_sglang_accepts() -> None:
     """bin/train accepts a parser name only if both SGLang and the gateway know it (one table)."""
-    from agentcore_slime.settings.schema import KEYS_BY_NAME, NONE
+    from agentcore_slime.settings.schema import AUTO, KEYS_BY_NAME, NONE
 
     for name, sglang in (
         ("SGLANG_TOOL_CALL_PARSER", TOOL_CALL_PARSERS),
         ("SGLANG_REASONING_PARSER", REASONING_PARSERS),
     ):
-        assert set(KEYS_BY_NAME[name].choices) - {NONE} <= set(sglang), name
+        assert set(KEYS_BY_NAME[name].choices) - {NONE, AUTO} <= set(sglang), name  # auto: ours

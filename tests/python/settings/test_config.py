@@ -17,7 +17,7 @@ def test_defaults_and_typed_values() -> None:
     assert config.region == "eu-central-1"
     assert config.agent_url is None and config.s3_bucket == "rl-results" and config.exp_id == "exp-test"
     assert config.max_pool_connections == config.max_concurrent  # the schema's default_from
-    assert config.sglang_tool_call_parser == "qwen"  # null in toolkit.yaml means the default
+    assert config.sglang_tool_call_parser == "auto"  # null in toolkit.yaml means the default
     assert config.source == "runs/exp-test/toolkit.yaml"
 
 
@@ -91,7 +91,7 @@ def test_cross_checks_once_every_value_is_valid() -> None:
         ({"agent_url": "http://h:1", "exp_id": None}, "exp_id: not set"),
         ({"agent_url": "http://h:1", "max_concurrent": 2.5}, "max_concurrent: 2.5 from"),
         ({"agent_url": "http://h:1", "acr_tps_limit": True}, "acr_tps_limit: True from"),
-        ({"agent_url": "http://h:1", "sglang_tool_call_parser": "llama3"}, "must be one of: qwen, qwen25"),
+        ({"agent_url": "http://h:1", "sglang_tool_call_parser": "pythonic"}, "must be one of: auto, qwen, qwen25"),
         ({"agent_url": "http://h:1", "renderer_family": "qwen-3"}, "RENDERER_FAMILY must be one of: auto"),
     ],
 )
@@ -182,4 +182,4 @@ def test_mistyped_toolkit_yaml_values(key: str, value: object, text: str) -> Non
 def test_none_turns_a_parser_off_and_null_means_the_default() -> None:
     base = {"agent_url": "http://h:1", "s3_bucket": "rl-results"}
     assert load_config(make_args(**base, sglang_tool_call_parser="none")).sglang_tool_call_parser is None
-    assert load_config(make_args(**base, sglang_tool_call_parser=None)).sglang_tool_call_parser == "qwen"
+    assert load_config(make_args(**base, sglang_tool_call_parser=None)).sglang_tool_call_parser == "auto"

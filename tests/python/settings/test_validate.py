@@ -45,7 +45,8 @@ def test_defaults_are_the_seeds(tmp_path: Path) -> None:
     assert config["EVAL_MAX_RESPONSE_LEN"] == config["ROLLOUT_MAX_RESPONSE_LEN"] == 1024
     assert config["SAVE_DIR"] == str(tmp_path / "runs" / "exp-1" / "checkpoints")
     assert config["SAVE_HF"] is False and config["CUMULATIVE_TOKEN_MODE"] is True  # drift-free by default
-    assert config["SGLANG_TOOL_CALL_PARSER"] == "qwen" and config["SGLANG_REASONING_PARSER"] is None
+    # chosen from MODEL_DIR (settings/model_family.py) by bin/train's check and the gateway
+    assert config["SGLANG_TOOL_CALL_PARSER"] == config["SGLANG_REASONING_PARSER"] == "auto"
 
 
 def test_dependent_defaults_follow_their_source(tmp_path: Path) -> None:
