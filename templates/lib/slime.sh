@@ -11,38 +11,49 @@
 #   --sglang-cuda-graph-max-bs[-decode]
 #                           SGLang 0.5.15 renamed the flag (the old name warns as a deprecated
 #                           alias); 0.5.13 knows only the old name
+# Both are read from the packages' own argument definitions (slime_helper.py), never from the
+# text of a file: what the parsers have is what slime will accept.
 
-# slime_stack_args SLIME_DIR HF_MODE MAX_BS: STACK_ARGS, those flags for the slime at SLIME_DIR
-# and the SGLang the job's python3 imports, and STACK_NOTE, one line saying what was found and
-# chosen. Reads two source files; imports nothing. Fails (status 1, a message on stderr) when
-# SLIME_DIR is no slime checkout or python3 has no sglang.
-slime_stack_args() { # <slime-dir> <megatron-to-hf-mode> <sglang-cuda-graph-max-bs>
-  local slime_dir=$1 hf_mode=$2 max_bs=$3 arguments="$1/slime/utils/arguments.py" found hf_note
-  local server_args sglang_version graph_flag
-  # shellcheck disable=SC2034 # STACK_ARGS and STACK_NOTE are read by the script that sources this file
-  STACK_ARGS=() STACK_NOTE=""
-  [[ -f $arguments ]] || { say "no $arguments (SLIME_DIR must be a slime checkout)"; return 1; }
-  found=$(sglang_source) || { say "python3 ($(command -v python3)) has no sglang package (activate the environment that has the slime stack)"; return 1; }
-  sglang_version=${found%%$'\n'*} server_args=${found#*$'\n'}
-  [[ -f $server_args ]] || { say "no $server_args (is the sglang package of python3 complete?)"; return 1; }
-  if grep -qF -- '"--megatron-to-hf-mode"' "$arguments"; then
+# slime_stack_args SLIME_DIR HF_MODE MAX_BS [PYTHON]: STACK_ARGS, those flags for the slime at
+# SLIME_DIR and the SGLang of PYTHON (default python3, the job's), STACK_SGLANG, SGLang's
+# version, and STACK_NOTE, one line saying what was found and chosen. PYTHON runs by the path
+# given (a venv's python finds its packages only there). Fails (status 1, a message on stderr)
+# when SLIME_DIR is no slime checkout or the stack's arguments cannot be built.
+slime_stack_args() { # <slime-dir> <megatron-to-hf-mode> <sglang-cuda-graph-max-bs> [python]
+  local slime_dir=$1 hf_mode=$2 max_bs=$3 python=${4:-python3} found hf_note graph_note graph_flag=""
+  # shellcheck disable=SC2034 # STACK_ARGS, STACK_SGLANG and STACK_NOTE are read by the script that sources this file
+  STACK_ARGS=() STACK_SGLANG="" STACK_NOTE=""
+  [[ -f $slime_dir/slime/utils/arguments.py ]] ||
+    { say "no $slime_dir/slime/utils/arguments.py (SLIME_DIR must be a slime checkout)"; return 1; }
+  command -v "$python" >/dev/null || { say "no $python found (put the job's python on PATH)"; return 1; }
+  found=$(stack_options "$python" "$slime_dir") || { say "${found:-$python cannot run slime_helper.py}"; return 1; }
+  STACK_SGLANG=${found%%$'\n'*}
+  if [[ $found == *$'\nslime --megatron-to-hf-mode'* ]]; then
     STACK_ARGS+=(--megatron-to-hf-mode "$hf_mode")
     hf_note="--megatron-to-hf-mode $hf_mode"
   else
     hf_note="no --megatron-to-hf-mode (this slime has none and loads an HF --ref-load itself)"
   fi
-  graph_flag=--sglang-cuda-graph-max-bs
-  grep -qF -- '"--cuda-graph-max-bs-decode"' "$server_args" && graph_flag=--sglang-cuda-graph-max-bs-decode
-  STACK_ARGS+=("$graph_flag" "$max_bs")
+  if [[ $found == *$'\nsglang --cuda-graph-max-bs-decode'* ]]; then
+    graph_flag=--sglang-cuda-graph-max-bs-decode
+  elif [[ $found == *$'\nsglang --cuda-graph-max-bs'* ]]; then
+    graph_flag=--sglang-cuda-graph-max-bs
+  fi
+  if [[ -n $graph_flag ]]; then
+    STACK_ARGS+=("$graph_flag" "$max_bs")
+    graph_note="$graph_flag $max_bs"
+  else
+    graph_note="no cuda-graph batch size flag (this SGLang has neither --cuda-graph-max-bs-decode nor --cuda-graph-max-bs; its default applies)"
+  fi
   # shellcheck disable=SC2034 # (as above)
-  STACK_NOTE="slime $(slime_identity "$slime_dir"), SGLang $sglang_version: $hf_note; $graph_flag $max_bs"
+  STACK_NOTE="slime $(slime_identity "$slime_dir"), SGLang $STACK_SGLANG: $hf_note; $graph_note"
 }
 
-# sglang_source: two lines, the version of python3's sglang and the path of its
-# srt/server_args.py, found without importing sglang (find_spec runs no package code;
-# slime_helper.py).
-sglang_source() {
-  python3 "$TOOLKIT_HELPER_DIR/slime_helper.py" 2>/dev/null
+# stack_options PYTHON SLIME_DIR: slime_helper.py's answer (SGLang's version, then the options
+# asked about that this stack has), or on failure its one line saying why. What SGLang's and
+# slime's imports write to stderr (warnings) is dropped.
+stack_options() { # <python> <slime-dir>
+  "$1" "$TOOLKIT_HELPER_DIR/slime_helper.py" "$2" 2>/dev/null
 }
 
 # slime_identity SLIME_DIR: the checkout's commit (9 hex digits; +dirty with local changes), or

@@ -8,18 +8,13 @@ LAUNCHER_FIXTURES="$REPO_ROOT/tests/fixtures/launcher"
 
 # make_install DIR: a fake slime checkout, Megatron dir, HF model dir and data files in DIR,
 # with the fixture model script installed as scripts/models/qwen-spaces.sh. The node is one of
-# the pinned stack (templates/lib/slime.sh reads it): slime's arguments.py names
-# --megatron-to-hf-mode, and an sglang 0.5.13 package (DIR/site, exported on PYTHONPATH) names
-# --cuda-graph-max-bs.
+# the pinned stack (fa3c990 with SGLang 0.5.13), as templates/lib/slime_helper.py asks it: slime's
+# arguments module and an sglang package (DIR/site, exported on PYTHONPATH) whose argument
+# definitions are that stack's (tests/python/fakes/stack_node.py writes both).
 make_install() { # <dir>
   local dir=$1
-  mkdir -p "$dir/slime/scripts/models" "$dir/slime/slime/utils" "$dir/Megatron-LM" "$dir/model" "$dir/data" \
-    "$dir/site/sglang/srt" "$dir/site/sglang-0.5.13.dist-info"
-  : >"$dir/slime/train.py"
-  echo 'parser.add_argument("--megatron-to-hf-mode")' >"$dir/slime/slime/utils/arguments.py"
-  : >"$dir/site/sglang/__init__.py"
-  echo 'parser.add_argument("--cuda-graph-max-bs")' >"$dir/site/sglang/srt/server_args.py"
-  printf 'Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.13\n' >"$dir/site/sglang-0.5.13.dist-info/METADATA"
+  mkdir -p "$dir/slime/scripts/models" "$dir/Megatron-LM" "$dir/model" "$dir/data"
+  python3 "$REPO_ROOT/tests/python/fakes/stack_node.py" "$dir" fa3c990
   export PYTHONPATH="$dir/site"
   cp "$LAUNCHER_FIXTURES"/models/*.sh "$dir/slime/scripts/models/"
   echo '{"model_type": "qwen2"}' >"$dir/model/config.json"

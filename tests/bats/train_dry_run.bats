@@ -143,11 +143,7 @@ dry_run_then_real() { # <bin/train argument>...
 @test "the slime stack's flags are chosen from the node: v0.3.1's slime and SGLang 0.5.15, dry run and real run alike" {
   # the node of make_install, moved to slime v0.3.1 (no --megatron-to-hf-mode) and SGLang
   # 0.5.15.post1 (--cuda-graph-max-bs-decode; the old name is a deprecated alias there)
-  echo 'parser.add_argument("--rollout-sample-hook-path")' >"$WORK/install/slime/slime/utils/arguments.py"
-  printf '%s\n' 'parser.add_argument("--cuda-graph-max-bs")' 'parser.add_argument("--cuda-graph-max-bs-decode")' \
-    >"$WORK/install/site/sglang/srt/server_args.py"
-  mv "$WORK/install/site/sglang-0.5.13.dist-info" "$WORK/install/site/sglang-0.5.15.post1.dist-info"
-  sed -i 's/^Version: .*/Version: 0.5.15.post1/' "$WORK/install/site/sglang-0.5.15.post1.dist-info/METADATA"
+  python3 "$REPO_ROOT/tests/python/fakes/stack_node.py" "$WORK/install" v0.3.1
   dry_run_then_real "$WORK/exp.env"
   [[ $printed == *" --custom-config-path $RUN_DIR/toolkit.yaml --sglang-cuda-graph-max-bs-decode 32 --use-wandb "* ]] ||
     flunk "$printed"

@@ -9,21 +9,25 @@ check is what a run on this node passes.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .render import MEGATRON_TO_HF_MODE, SGLANG_CUDA_GRAPH_MAX_BS
 
-# chooses STACK_ARGS with the launcher's own function; prints the slime checkout's identity, the
-# SGLang version, STACK_NOTE and STACK_ARGS, NUL-separated
+#: seconds the stack may take to answer: importing SGLang's server arguments imports torch, which
+#: takes a while on a busy node; only a hang reaches this
+STACK_TIMEOUT = 300
+
+# chooses STACK_ARGS with the launcher's own function, asking the python $6 by its path (never a
+# link to it elsewhere: a venv's python finds its site-packages only beside its pyvenv.cfg);
+# prints the slime checkout's identity, the SGLang version, STACK_NOTE and STACK_ARGS, NUL-separated
 _CHOOSE = (
-    'set -euo pipefail; TOOLKIT_PROG="$5"; source "$1/common.sh"; source "$1/slime.sh"; '
-    'slime_stack_args "$2" "$3" "$4"; found=$(sglang_source); '
-    'printf "%s\\0" "$(slime_identity "$2")" "${found%%$\'\\n\'*}" "$STACK_NOTE" "${STACK_ARGS[@]}"'
+    'set -euo pipefail; TOOLKIT_PROG="$5" TOOLKIT_HELPER_DIR="$1"; '
+    'source "$1/common.sh"; source "$1/slime.sh"; '
+    'slime_stack_args "$2" "$3" "$4" "$6"; '
+    'printf "%s\\0" "$(slime_identity "$2")" "$STACK_SGLANG" "$STACK_NOTE" "${STACK_ARGS[@]}"'
 )
 
 
@@ -53,22 +57,20 @@ def read_stack(
 
     :param repo: the toolkit checkout (its templates/lib).
     :param slime_dir: SLIME_DIR.
-    :param environ: the environment (PATH decides which python3 is asked about SGLang).
-    :param python: ask this python instead of python3 on PATH (bin/doctor's job python).
+    :param environ: the environment the stack is asked in (its PATH finds python3).
+    :param python: ask this python, by this path, instead of python3 on PATH (bin/doctor's job
+        python).
     :param prog: the prefix of the reason on failure (``<prog>: ...`` is cut off).
     """
     lib = repo / "templates" / "lib"
     argv = ["bash", "-c", _CHOOSE, "bash", str(lib), slime_dir, MEGATRON_TO_HF_MODE,
-            str(SGLANG_CUDA_GRAPH_MAX_BS), prog]
-    with tempfile.TemporaryDirectory(prefix="toolkit-stack-") as shim:
-        env = dict(environ)
-        if python:  # python3 on PATH is what slime.sh asks: make it this one
-            os.symlink(python, Path(shim) / "python3")
-            env["PATH"] = shim + os.pathsep + env.get("PATH", "")
-        try:
-            done = subprocess.run(argv, capture_output=True, env=env, timeout=60, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return StackChoice(error=str(exc))
+            str(SGLANG_CUDA_GRAPH_MAX_BS), prog, python or "python3"]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, env=dict(environ), timeout=STACK_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return StackChoice(error=str(exc))
     if done.returncode != 0:
         lines = done.stderr.decode(errors="replace").strip().splitlines()
         said = [line.removeprefix(f"{prog}: ") for line in lines if line.startswith(f"{prog}: ")]

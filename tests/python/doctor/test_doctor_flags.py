@@ -64,20 +64,6 @@ def test_the_flags_train_sh_chooses_for_the_stack_are_checked(make_context: Make
     )
 
 
-def test_a_stack_flag_the_installed_parsers_lack_fails(make_context: MakeContext, tmp_path: Path) -> None:
-    """An SGLang whose server_args.py has the renamed cuda-graph flag, under parsers that do not
-    know it: train.sh would pass --sglang-cuda-graph-max-bs-decode, and slime would drop it."""
-    site = tmp_path / "site"
-    (site / "sglang" / "srt").mkdir(parents=True)
-    (site / "sglang" / "__init__.py").write_text("")
-    (site / "sglang" / "srt" / "server_args.py").write_text('FLAGS = ["--cuda-graph-max-bs-decode"]\n')
-    (site / "sglang-0.5.15.post1.dist-info").mkdir()
-    (site / "sglang-0.5.15.post1.dist-info" / "METADATA").write_text("Name: sglang\nVersion: 0.5.15.post1\n")
-    [result] = check_flags(make_context(environ={"PYTHONPATH": f"{site}:{JOB_SITE}"}))
-    assert result.status is Status.FAIL
-    assert "--sglang-cuda-graph-max-bs-decode (did you mean --sglang-cuda-graph-max-bs?)" in result.found
-
-
 def test_a_stack_train_sh_cannot_read_warns(make_context: MakeContext, tmp_path: Path) -> None:
     (tmp_path / "bare" / "scripts" / "models").mkdir(parents=True)
     [result] = check_flags(make_context(SLIME_DIR=str(tmp_path / "bare")))

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fakes.stack_node import write_node
+
 REPO = Path(__file__).resolve().parents[3]
 PROBE = Path(__file__).with_name("probe_train.py")
 VENV_BIN = Path(sys.executable).parent
@@ -133,18 +135,9 @@ def make_cluster(root: Path) -> Cluster:
     """A fake slime install under ``root`` and free Ray ports; see the module docstring."""
     (root / "slime" / "scripts" / "models").mkdir(parents=True)
     shutil.copy(PROBE, root / "slime" / "train.py")
-    # the pinned slime stack, as train.sh reads it (templates/lib/slime.sh): slime's arguments.py
-    # and an sglang 0.5.13 package (its version and server_args.py only) on the job's PYTHONPATH
-    utils = root / "slime" / "slime" / "utils"
-    utils.mkdir(parents=True)
-    (utils / "arguments.py").write_text('parser.add_argument("--megatron-to-hf-mode")\n')
-    site = root / "site"
-    (site / "sglang" / "srt").mkdir(parents=True)
-    (site / "sglang" / "__init__.py").write_text("")
-    (site / "sglang" / "srt" / "server_args.py").write_text('parser.add_argument("--cuda-graph-max-bs")\n')
-    (site / "sglang-0.5.13.dist-info").mkdir()
-    metadata = "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.13\n"
-    (site / "sglang-0.5.13.dist-info" / "METADATA").write_text(metadata)
+    # the pinned slime stack, as train.sh asks it (templates/lib/slime_helper.py): slime's
+    # arguments module and an sglang 0.5.13 package (the site on the job's PYTHONPATH)
+    _, site = write_node(root, "fa3c990")
     (root / "slime" / "scripts" / "models" / "probe.sh").write_text("MODEL_ARGS=(--num-layers 2)\n")
     (root / "Megatron-LM").mkdir()
     (root / "model").mkdir()

@@ -3,10 +3,11 @@
 Each supported stack's flags were recorded from its real parsers (slime, Megatron-LM, SGLang,
 sglang-router) into ``tests/slime_stacks/<stack>.flags`` (how: tests/slime_stacks/README.md).
 A node of each stack is described from that file alone: a slime checkout whose
-``slime/utils/arguments.py`` names the stack's own flags, and an ``sglang`` package whose
-``srt/server_args.py`` names its server flags, with its version. ``train.sh --print-command`` then
-chooses the stack's flags (templates/lib/slime.sh) exactly as on a node, and every flag of the
-printed command line must be one that stack accepts under its current name.
+``get_slime_extra_args_provider`` adds the stack's own flags, and an ``sglang`` package whose
+``ServerArgs.add_cli_args`` adds its server flags, with its version (fakes/stack_node.py).
+``train.sh --print-command`` then chooses the stack's flags (templates/lib/slime.sh) exactly as
+on a node, and every flag of the printed command line must be one that stack accepts under its
+current name.
 
 The argv printed for each stack and variant is written to ``$TOOLKIT_STACK_ARGV_DIR`` when set
 (the closing note of issue 35 quotes it).
@@ -27,6 +28,7 @@ from agentcore_slime.settings.envfile import read_env_file
 from agentcore_slime.settings.validate import check_variant, resolve
 from agentcore_slime.settings.variants import VARIANTS
 from fakes.renders import FIXED_REPO, FIXED_RUNS, FIXTURES, REPO
+from fakes.stack_node import write_sglang, write_slime_arguments
 
 STACKS_DIR = REPO / "tests" / "slime_stacks"
 STACKS = ("fa3c990", "v0.3.1", "624b824a8")
@@ -68,13 +70,15 @@ def read_stack(name: str) -> Stack:
 
 
 def describe_node(stack: Stack, root: Path) -> tuple[Path, Path]:
-    """A slime checkout and an sglang package that say what ``stack`` says; (SLIME_DIR, site)."""
+    """A slime checkout and an sglang package that say what ``stack`` says; (SLIME_DIR, site).
+
+    Their argument definitions (fakes/stack_node.py) hold the recorded flags: slime's own and
+    Megatron's for slime's ``get_slime_extra_args_provider``, the ``--sglang-*`` ones unprefixed
+    for SGLang's ``ServerArgs.add_cli_args``.
+    """
     slime = root / "slime"
-    (slime / "slime" / "utils").mkdir(parents=True)
-    own = sorted(f for f in stack.flags if not f.startswith(("--sglang-", "--router-")))
-    (slime / "slime" / "utils" / "arguments.py").write_text(
-        "".join(f'parser.add_argument("{flag}")\n' for flag in own), encoding="utf-8"
-    )
+    own = [f for f in stack.flags if not f.startswith(("--sglang-", "--router-"))]
+    write_slime_arguments(slime, own)
     (slime / "train.py").write_text("", encoding="utf-8")
     models = slime / "scripts" / "models"
     models.mkdir(parents=True)
@@ -82,15 +86,8 @@ def describe_node(stack: Stack, root: Path) -> tuple[Path, Path]:
         model_args = f"MODEL_ARGS=({shlex.join(MODEL_FLAGS)})\n"
         (models / f"{model_type}.sh").write_text(model_args, encoding="utf-8")
     site = root / "site"
-    (site / "sglang" / "srt").mkdir(parents=True)
-    (site / "sglang" / "__init__.py").write_text("", encoding="utf-8")
-    server = sorted("--" + f.removeprefix("--sglang-") for f in stack.flags if f.startswith("--sglang-"))
-    (site / "sglang" / "srt" / "server_args.py").write_text(
-        "".join(f'parser.add_argument("{flag}")\n' for flag in server), encoding="utf-8"
-    )
-    info = site / f"sglang-{stack.sglang}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {stack.sglang}\n")
+    server = ["--" + f.removeprefix("--sglang-") for f in stack.flags if f.startswith("--sglang-")]
+    write_sglang(site, stack.sglang, server)
     return slime, site
 
 
