@@ -228,7 +228,8 @@ def progress_line(metrics: dict[str, Any], num_rollout: int | None, elapsed: flo
     if not training:
         position = f"at rollout {step}"
     else:
-        position = f"step {step + 1}/{num_rollout}" if num_rollout else f"step {step}"
+        # slime's rollout id, as metrics.jsonl and the report number steps; then how far the run is
+        position = f"step {step} ({step + 1} of {num_rollout})" if num_rollout else f"step {step}"
     mean = "n/a" if reward["mean"] is None else f"{reward['mean']:.3f}"
     parts = [
         f"{name} {position}",

@@ -479,7 +479,7 @@ def test_the_run_directory_records_what_the_rehearsal_ran(
     assert train["sampling"]["groups_trained"] == len(TRAIN_PLANS)
     assert (evaluation["kind"], evaluation["dataset"]) == ("eval", "gsm8k")
     assert evaluation["reward"]["mean"] == pytest.approx(0.75)
-    assert "[agentcore] train step 1/3 | reward 0.571" in capsys.readouterr().err
+    assert "[agentcore] train step 0 (1 of 3) | reward 0.571" in capsys.readouterr().err
 
     recorded = list(read_json_lines(run_dir / "episodes" / "train-000000.jsonl"))
     assert step["failed"] in {r["session_id"] for r in recorded}, "every failed episode is recorded"

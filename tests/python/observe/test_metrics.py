@@ -64,7 +64,7 @@ def test_reason_keys_group_equal_causes() -> None:
 def test_progress_line_shows_step_reward_failures_and_eta() -> None:
     metrics = step_metrics("train", 4, step_records(4), 60.0, wall_time=0)
     line = progress_line(metrics, num_rollout=10, elapsed=120.0, steps_done=2)
-    assert line.startswith("train step 5/10 | reward 0.667 | episodes 3/4 ok | failed 1 (timeout 1)")
+    assert line.startswith("train step 4 (5 of 10) | reward 0.667 | episodes 3/4 ok | failed 1 (timeout 1)")
     assert line.endswith("step 60.0s | ETA 5m00s")  # 60 s a step, 5 steps to go
     last = progress_line(step_metrics("train", 9, step_records(9), 1.0, wall_time=0), 10, 10.0, 1)
     assert "ETA" not in last
@@ -136,7 +136,7 @@ def test_run_log_writes_metrics_and_episodes_and_survives_a_bad_run_dir(
     ]
     kept = [line["session_id"] for line in read_json_lines(run / "episodes" / "train-000001.jsonl")]
     assert kept == ["s1-0", "s1-2"]  # the first one and the failed one
-    assert "[agentcore] train step 2/10" in capsys.readouterr().err
+    assert "[agentcore] train step 1 (2 of 10)" in capsys.readouterr().err
     # the run goes on when its directory cannot be written: the line still shows
     broken = RunLog(str(tmp_path / "missing" / "dir"), record_episodes=1, num_rollout=None)
     broken.step("train", 0, step_records(0), 1.0)
