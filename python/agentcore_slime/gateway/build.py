@@ -70,7 +70,7 @@ def load_prompts(config: GatewayConfig) -> tuple[PromptBuilder, RenderPool]:
         RendererSpec(model_dir, choice.family, choice.tool_call_parser, choice.reasoning_parser)
     )
     prompts = PromptBuilder(
-        renderer, tokenizer, choice.family, generation_stop_ids(model_dir),
+        renderer, tokenizer, choice.family, generation_stop_ids(model_dir), bridge=config.cumulative_bridge,
         tool_call_parser=choice.tool_call_parser,
     )
     try:  # compiles the chat template now rather than in the first agent call

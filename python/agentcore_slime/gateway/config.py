@@ -81,6 +81,7 @@ class GatewayConfig:
     tool_call_parser: str | None = "auto"
     reasoning_parser: str | None = "auto"
     cumulative_token_mode: bool = True
+    cumulative_bridge: str = "new-messages"
     renderer_family: str = "auto"
     log_level: str = "warning"
     context_length: int | None = None

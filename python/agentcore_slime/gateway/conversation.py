@@ -107,8 +107,8 @@ def _arguments(raw: Any) -> Any:
 def normalize_messages(messages: list[dict[str, Any]], start: int = 0) -> list[dict[str, Any]]:
     """OpenAI request messages -> the plain form renderers and chat templates take.
 
-    Content part lists become text, ``developer`` becomes ``system``, tool-call
-    ``arguments`` become dicts, wire ids (tool call ids, ``tool_call_id``) are dropped.
+    Content part lists become text (no content: ``""``), ``developer`` becomes ``system``,
+    tool-call ``arguments`` become dicts, wire ids (tool call ids, ``tool_call_id``) are dropped.
     Each message is normalized on its own.
 
     :param start: the index of ``messages[0]`` in the request (for error messages).
@@ -123,9 +123,10 @@ def normalize_messages(messages: list[dict[str, Any]], start: int = 0) -> list[d
             raise RenderError(
                 f"messages[{i}].role {role!r} is not one of system, developer, user, assistant, tool"
             )
-        norm: dict[str, Any] = {"role": role, "content": _text_of(msg.get("content"))}
-        if role != "assistant" and norm["content"] is None:
-            norm["content"] = ""
+        # no content is "", as SGLang's own chat route gives it to the template (0.5.13
+        # serving_chat.py:734): published templates test it as a string ('</think>' in content)
+        text = _text_of(msg.get("content"))
+        norm: dict[str, Any] = {"role": role, "content": "" if text is None else text}
         if role == "assistant":
             if msg.get("reasoning_content"):
                 norm["reasoning_content"] = str(msg["reasoning_content"])

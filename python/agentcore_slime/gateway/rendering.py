@@ -1,12 +1,22 @@
 """Prompt ids for a call: a full render, or in cumulative mode a *bridge* that extends the
-previous call's prompt + sampled completion with tokens for the new messages only
-(``renderer.bridge_to_next_turn`` for renderers families; for chat-template models a gateway-side
-ChatML bridge, reference §8).
+previous call's prompt + sampled completion with tokens for the new messages only.
+
+Two ways to bridge (``CUMULATIVE_BRIDGE``, docs/gateway.md "Cumulative token mode"):
+
+- ``new-messages`` (the default): the new messages' tokens are the chat template's rendering of
+  them alone, after a stand-in conversation (:func:`after_reply_text`), so the prompt is the
+  previous prompt + the sampled ids + those tokens whatever the template does to earlier turns
+  (Qwen3's ``loop.last`` rule, reasoning dropped before the last user query); renderers families
+  bridge with ``thinking_retention="all"`` (their bridge renders only the new messages too).
+- ``template``: a bridge only where the template's re-render of the whole conversation starts
+  with the previous render (reference §8), else a full render: the episode forks at every turn
+  the template renders otherwise.
 
 The renderer is chosen in :mod:`.family`; messages and chains are :mod:`.conversation`'s;
 completions are read back by :mod:`.parsing`. Chat-template text is encoded by the model's Rust
-tokenizer in one piece with the GIL released (the same call transformers makes, checked against
-the renderer's own ids once at start), so a long render does not stall the gateway's event loop.
+tokenizer with the GIL released (:mod:`.encoding`: the same ids as transformers' call, checked
+against the renderer's own ids once at start), so a long render does not stall the gateway's
+event loop.
 """
 
 from __future__ import annotations
@@ -23,12 +33,50 @@ from .conversation import (
     same_reply,
     tools_key,
 )
+from .encoding import PromptEncoder
 from .family import CHAT_TEMPLATE_FAMILY
 from .parsing import ParsedTurn, parse_turn, parsing_view
 
 logger = logging.getLogger(__name__)
 
 WINDOW_STANDIN = "(first message)"  # stands for the first message's text in a bridge's window
+BRIDGE_NEW_MESSAGES = "new-messages"  # CUMULATIVE_BRIDGE: the new messages rendered on their own
+BRIDGE_TEMPLATE = "template"  # CUMULATIVE_BRIDGE: only where the template's re-render extends
+# The stand-in conversation the new messages are rendered after (new-messages bridges): a user
+# turn and a reply whose text occurs nowhere else, so the reply's end is found in the render.
+ANCHOR_QUERY = "(the conversation so far)"
+ANCHOR_REPLY = "gateway-anchor-reply-5f3c9e"
+
+
+def after_reply_text(
+    apply: Any, first: dict[str, Any], new: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+) -> str | None:
+    """The chat template's text that follows an assistant reply's own text when ``new`` comes
+    after it, up to the generation prompt: the turn's close, the new messages, the prompt.
+
+    Rendered after a stand-in conversation (a system stand-in when the conversation starts with
+    a system message, a user turn, a reply of :data:`ANCHOR_REPLY`), so it does not depend on
+    how the template renders the real earlier turns. The rules that decide a new message's text
+    look only at the message, its neighbours and a preceding assistant reply, which the stand-in
+    has: a tool result after a reply, a user turn after it, the generation prompt.
+
+    :param apply: renders messages as text (``apply(messages, tools, add_generation_prompt=True)``).
+    :returns: the text, or None when the template does not render the stand-in reply once.
+    """
+    anchor: list[dict[str, Any]] = [
+        {"role": "user", "content": ANCHOR_QUERY},
+        {"role": "assistant", "content": ANCHOR_REPLY},
+    ]
+    if first.get("role") == "system":
+        anchor.insert(0, {"role": "system", "content": WINDOW_STANDIN})
+    try:
+        text = str(apply([*anchor, *new], tools, add_generation_prompt=True))
+    except Exception:  # noqa: BLE001 - the full render reports template errors
+        return None
+    at = text.find(ANCHOR_REPLY)
+    if at < 0 or text.find(ANCHOR_REPLY, at + 1) >= 0:
+        return None
+    return text[at + len(ANCHOR_REPLY) :]
 
 
 def rust_tokenizer(tokenizer: Any) -> Any:
@@ -55,6 +103,8 @@ class PromptBuilder:
         released (:func:`rust_tokenizer`); the render worker, used when that is off, does not.
     :param tool_call_parser: the SGLang tool-call parser name completions are read with (None:
         the renderer's own parser).
+    :param bridge: how cumulative mode bridges (:data:`BRIDGE_NEW_MESSAGES`, the default, or
+        :data:`BRIDGE_TEMPLATE`; see the module).
     """
 
     def __init__(
@@ -66,8 +116,14 @@ class PromptBuilder:
         *,
         release_gil: bool = True,
         tool_call_parser: str | None = None,
+        bridge: str = BRIDGE_NEW_MESSAGES,
     ) -> None:
+        if bridge not in (BRIDGE_NEW_MESSAGES, BRIDGE_TEMPLATE):
+            raise ValueError(
+                f"unknown cumulative bridge {bridge!r} ({BRIDGE_NEW_MESSAGES} or {BRIDGE_TEMPLATE})"
+            )
         self.renderer = renderer
+        self.bridge_mode = bridge
         self.tool_call_parser = tool_call_parser
         self.parser = parsing_view(renderer)  # what parse_completion is given
         self.tokenizer = tokenizer
@@ -77,14 +133,19 @@ class PromptBuilder:
         close = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self._close_id = close if isinstance(close, int) and close != tokenizer.unk_token_id else None
         self._window_ok = True
+        self._stop_texts: dict[int, str] = {}
         chat_template = family == CHAT_TEMPLATE_FAMILY
+        # what bridges a renderers family (new-messages: one that bridges every turn)
+        keeps_policy = chat_template or bridge == BRIDGE_TEMPLATE
+        self.bridger = renderer if keeps_policy else _bridging(renderer, tokenizer)
         # what full renders are encoded with (None: the renderer's own render_ids, GIL held)
         self.rust = rust_tokenizer(tokenizer) if chat_template and release_gil else None
+        self.encoder = PromptEncoder(self.rust) if self.rust is not None else None
         if self.rust is not None and not self._encodes_as_renderer():
             logger.warning(
                 "the tokenizer's own encoding differs from the renderer's; full renders hold the GIL"
             )
-            self.rust = None
+            self.rust = self.encoder = None
 
     def _eos_ids(self) -> list[int]:
         eos = getattr(self.tokenizer, "eos_token_id", None)
@@ -120,9 +181,10 @@ class PromptBuilder:
             return False
 
     def _encode_whole(self, text: str) -> array[int]:
-        """The ids of template text in one piece, the GIL released (``encode_batch`` of one text)."""
-        assert self.rust is not None
-        return array("i", self.rust.encode_batch([text], add_special_tokens=False)[0].ids)
+        """The ids of template text as encoded whole, the GIL released (:class:`PromptEncoder`:
+        long pieces every session shares from its cache)."""
+        assert self.encoder is not None
+        return self.encoder.encode(text)
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
         """Full render with the generation prompt."""
@@ -183,7 +245,7 @@ class PromptBuilder:
             if tail is None:
                 return None, "the renderer declined to bridge"
             return head + tail, ""  # extends head by construction
-        out = self.renderer.bridge_to_next_turn(
+        out = self.bridger.bridge_to_next_turn(
             chain.prompt_ids.tolist(), chain.completion_ids.tolist(), new, tools=tools or None
         )
         if out is None:
@@ -196,8 +258,36 @@ class PromptBuilder:
     def _template_bridge(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None, chain: ChainState
     ) -> array[int] | None:
-        """ChatML bridge for chat-template models (reference §8, step 3): the ids that follow
-        the previous prompt + completion.
+        """The ids that follow the previous prompt + completion for chat-template models."""
+        if self.bridge_mode == BRIDGE_TEMPLATE:
+            return self._rerender_bridge(messages, k, tools, chain)
+        text = after_reply_text(self._apply_text, messages[0], messages[k + 1 :], tools)
+        if text is None:
+            return None
+        if chain.end > chain.prompt_len and chain.ids[chain.end - 1] in self.stop_ids:
+            # the model sampled the turn's end: the template's text goes on after it, and must
+            # begin with it (a reply that ended otherwise than the template ends it re-renders)
+            stop = self._stop_text(chain.ids[chain.end - 1])
+            if not text.startswith(stop):
+                return None
+            text = text[len(stop) :]
+        # text after a sampled stop starts right after an added token, where the tokenizer cuts;
+        # a truncated reply gets the template's close (a special token) and what follows
+        return self._encode(text)
+
+    def _stop_text(self, token_id: int) -> str:
+        text = self._stop_texts.get(token_id)
+        if text is None:
+            text = str(self.tokenizer.decode([token_id], skip_special_tokens=False))
+            self._stop_texts[token_id] = text
+        return text
+
+    def _rerender_bridge(
+        self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None, chain: ChainState
+    ) -> array[int] | None:
+        """ChatML bridge that follows the template's re-render (reference §8, step 3): the ids
+        that follow the previous prompt + completion, when the template renders the history as
+        it rendered it before.
 
         The tokens for the new messages are the text the chat template puts after the
         ``<|im_end|>`` closing the last assistant message, up to the generation prompt,
@@ -270,3 +360,15 @@ class PromptBuilder:
             messages, tools=tools or None, tokenize=False, **extra, **kw
         )
         return str(text)
+
+
+def _bridging(renderer: Any, tokenizer: Any) -> Any:
+    """A renderers family's renderer that bridges every turn (``thinking_retention="all"``):
+    its bridge renders only the new messages, whatever the family's retention policy would do
+    to the history in a full render. The renderer itself when its config has no such field."""
+    config = getattr(renderer, "config", None)
+    if config is None or "thinking_retention" not in type(config).model_fields:
+        return renderer
+    from renderers import create_renderer
+
+    return create_renderer(tokenizer, config.model_copy(update={"thinking_retention": "all"}))

@@ -127,6 +127,7 @@ class ToolkitConfig:
     infra_failures: str
     max_extra_groups: int | None
     cumulative_token_mode: bool
+    cumulative_bridge: str
     renderer_family: str
     gateway_log_level: str
     result_poll_interval: float

@@ -366,6 +366,17 @@ KEYS: tuple[Key, ...] = (
         gateway="cumulative_token_mode",
     ),
     Key(
+        "CUMULATIVE_BRIDGE",
+        Kind.STR,
+        "new-messages",
+        "how cumulative mode adds new messages: new-messages = their own render after the sampled "
+        "tokens (one sample per episode); template = only where the chat template's re-render "
+        "extends the previous call (else a full render, a new sample)",
+        choices=("new-messages", "template"),
+        rollout=True,
+        gateway="cumulative_bridge",
+    ),
+    Key(
         "RENDERER_FAMILY",
         Kind.STR,
         "auto",

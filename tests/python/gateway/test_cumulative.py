@@ -200,8 +200,9 @@ def test_non_cumulative_mode_renders_every_call(make_stand) -> None:
 
 def test_qwen3_family_uses_renderers_bridge(make_stand, tokenizer) -> None:
     """renderers' Qwen3Renderer on the toy vocab: reasoning parsed, tool turns bridged by renderers,
-    a new user turn re-rendered (Qwen3's default thinking retention is tool_cycle)."""
-    stand = make_stand(cumulative_token_mode=True, renderer_family="qwen3")
+    and with CUMULATIVE_BRIDGE=template a new user turn re-rendered (Qwen3's default thinking
+    retention is tool_cycle; the default bridge is in test_forks.py)."""
+    stand = make_stand(cumulative_token_mode=True, renderer_family="qwen3", cumulative_bridge="template")
     stand.script.replies += [
         "<think>\nneed to add\n</think>\n\n" + tool_call_text("add", {"a": 2, "b": 2}),
         "<think>\ndone\n</think>\n\nIt is 4.",

@@ -5,6 +5,14 @@ Qwen2.5 tokenizer) through the real openai SDK -> gateway -> scripted SGLang ser
 the rollout's own merge: with default settings an episode trains as one sample; with
 ``CUMULATIVE_TOKEN_MODE=false`` (every call re-rendered) the same episode forks, and the trace
 says why. A rewritten reply is abandoned (untrained), so that episode is one record too.
+
+With the PUBLISHED Qwen3 template (tests/fixtures/chat_templates/qwen3.jinja, its provenance in
+chat_templates.py: reasoning kept only after the last user query, the last reply's empty
+``<think>`` block while it is last, ``<think>``/``<tool_call>`` ordinary added tokens as in the
+real tokenizer), default settings otherwise (``SGLANG_REASONING_PARSER=qwen3``, the ``qwen`` tool
+parser): six episodes of two and three user turns with tool loops are one sample each; the bridge
+that follows the template's re-render (``CUMULATIVE_BRIDGE=template``, the default before) splits
+them into one sample per user turn, 16 in all (the failure issue 44 measured).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import openai
 import pytest
 from agentcore_slime.gateway import Gateway, GatewayConfig
 from agentcore_slime.rollout.traces import merge_traces
+from chat_templates import FAMILIES, build_family_dir
 from fakes.sglang_server import FakeSGLang, text_policy
 from fakes.toy_tokenizer import QWEN3_STYLE_CHAT_TEMPLATE, build_toy_tokenizer
 from gateway_helpers import ADD_TOOL, Script, tool_call_text
@@ -182,3 +191,79 @@ def test_each_fork_reason_is_named(make_stand) -> None:
         ("forked", "repeat"),
         ("forked", "tools changed"),
     ]
+
+
+# user turns per episode (each: tool calls before the answer): 3+3+3+3+2+2 = 16 user turns
+QWEN3_EPISODES = [(1, 0, 2), (0, 0, 0), (2, 1, 0), (0, 1, 1), (1, 0), (0, 2)]
+
+
+@pytest.fixture(scope="module")
+def qwen3_published(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    from transformers import AutoTokenizer
+
+    directory = build_family_dir(tmp_path_factory.mktemp("qwen3-published"), FAMILIES["qwen3"])
+    return directory, AutoTokenizer.from_pretrained(str(directory))
+
+
+def _qwen3_replies(turns: tuple[int, ...]) -> list[str]:
+    """What Qwen3 samples in thinking mode: reasoning, then a tool call or the answer."""
+    replies = []
+    for turn, tools in enumerate(turns):
+        for step in range(tools):
+            call = tool_call_text("add", {"a": turn, "b": step})
+            replies.append(f"<think>\nI add {turn} and {step}.\n</think>\n\n{call}")
+        replies.append(f"<think>\nDone with {turn}.\n</think>\n\nThe sum is {turn}.")
+    return replies
+
+
+def _qwen3_episode(base_url: str, turns: tuple[int, ...]) -> None:
+    """An openai-SDK agent: tool results as tool messages, each reply sent back whole as the SDK
+    parsed it (content, tool calls and the ``reasoning_content`` the gateway returned)."""
+    with openai.OpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=30) as client:
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You add numbers."}]
+        for turn in range(len(turns)):
+            messages.append({"role": "user", "content": f"Question {turn}?"})
+            while True:
+                out = client.chat.completions.create(model="m", messages=messages, tools=[ADD_TOOL])
+                reply = out.choices[0].message
+                messages.append(reply.model_dump(exclude_none=True))
+                if not reply.tool_calls:
+                    break
+                for call in reply.tool_calls:
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": "7"})
+
+
+def _qwen3_samples(model: tuple[Path, Any], **config: Any) -> tuple[int, list[str]]:
+    replies = [r for turns in QWEN3_EPISODES for r in _qwen3_replies(turns)]
+    gateway, engine = _serve(model, replies, **config)
+    samples, forks = 0, []
+    try:
+        for i, turns in enumerate(QWEN3_EPISODES):
+            _qwen3_episode(gateway.create_session(f"e{i}"), turns)
+            traces = gateway.traces(f"e{i}")
+            samples += len(merge_traces(traces))
+            forks += [t.chain_break for t in traces if t.joined == "forked"]
+    finally:
+        gateway.shutdown()
+        engine.stop()
+    return samples, forks
+
+
+def test_the_published_qwen3_template_gives_one_sample_per_episode(qwen3_published) -> None:
+    assert _qwen3_samples(qwen3_published) == (len(QWEN3_EPISODES), [])
+
+
+def test_following_the_published_qwen3_rerender_splits_at_every_user_turn(qwen3_published) -> None:
+    """The measured failure: 6 episodes, 16 samples, one fork per later user turn."""
+    samples, forks = _qwen3_samples(qwen3_published, cumulative_bridge="template")
+    assert samples == 16 == sum(len(turns) for turns in QWEN3_EPISODES)
+    assert forks == ["reasoning dropped"] * 10
+
+
+def test_the_renderers_qwen3_family_bridges_every_user_turn_too(qwen3_published) -> None:
+    """renderers' own Qwen3 renderer (RENDERER_FAMILY=qwen3): its bridge declines a new user
+    turn under the family's retention policy (CUMULATIVE_BRIDGE=template: 16 samples); by default
+    the gateway bridges with thinking_retention="all", which renders only the new messages."""
+    assert _qwen3_samples(qwen3_published, renderer_family="qwen3") == (len(QWEN3_EPISODES), [])
+    samples, forks = _qwen3_samples(qwen3_published, renderer_family="qwen3", cumulative_bridge="template")
+    assert samples == 16 and set(forks) == {"reasoning dropped"}

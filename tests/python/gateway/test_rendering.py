@@ -217,7 +217,7 @@ def test_normalize_messages() -> None:
         {"role": "system", "content": "be brief"},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",  # as SGLang's chat route hands no content to the template
             "tool_calls": [
                 {"type": "function", "function": {"name": "f", "arguments": {"x": 1}}}
             ],
