@@ -43,7 +43,9 @@ def encoder(tokenizer) -> PromptEncoder:
 
 
 _piece = st.text(alphabet=st.sampled_from(list("ab xyz\n\t12{}\"é漢 ")), max_size=40)
-_long = st.builds(lambda word, n: (word + " ") * n, st.sampled_from(["apples", "sum\n", "Ça"]), st.integers(600, 900))
+_long = st.builds(
+    lambda word, n: (word + " ") * n, st.sampled_from(["apples", "sum\n", "Ça"]), st.integers(600, 900)
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -80,7 +82,8 @@ def _metaspace_tokenizer() -> Any:
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
-    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False)
+    specials = ["<unk>", "<s>", "</s>"]
+    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=specials, show_progress=False)
     tok.train_from_iterator(["a b c abc hello world " * 20], trainer=trainer)
     return tok
 
@@ -97,7 +100,9 @@ def test_a_tokenizer_that_marks_the_first_piece_is_encoded_whole() -> None:
 
 
 def test_full_renders_with_a_long_system_prompt_are_the_renderers_ids(model_dir, tokenizer) -> None:
-    renderer, choice = choose_renderer(str(model_dir), tokenizer, "auto", tool_call_parser=None, reasoning_parser=None)
+    renderer, choice = choose_renderer(
+        str(model_dir), tokenizer, "auto", tool_call_parser=None, reasoning_parser=None
+    )
     builder = PromptBuilder(renderer, tokenizer, choice.family)
     assert builder.encoder is not None and builder.encoder.caches
     system = {"role": "system", "content": "Add the numbers you are given, then say the sum. " * 200}
