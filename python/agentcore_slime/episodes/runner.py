@@ -41,6 +41,7 @@ FAILURE_REASONS = {
     "bad_cost": "the result reports a cost (AGENT_COST_KEY) that is not a number in 0..MAX_AGENT_COST_USD",
     "gateway_error": "the gateway could not open the session or return its traces",
     "no_traces": "the agent returned a reward but made no usable model call",
+    "routing_replay": "--use-rollout-routing-replay: a sample's routed experts could not be rebuilt exactly",
     "bad_metadata": "the row's metadata is not an object",
 }
 

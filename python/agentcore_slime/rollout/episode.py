@@ -1,8 +1,9 @@
 """Running one episode: a gateway session, the agent's run, its traces merged into Samples.
 
 A failed episode becomes one zero-gradient sample marked as an infrastructure failure
-(:func:`_failed`); cancelling an episode (the tail cut) ends its runtime and gateway sessions
-before the cancellation propagates.
+(:func:`_failed`), and so does one whose samples' routed experts cannot be rebuilt exactly
+(rollout routing replay, rollout/routing.py); cancelling an episode (the tail cut) ends its
+runtime and gateway sessions before the cancellation propagates.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from agentcore_slime.episodes import EpisodeRequest, new_session_id
 from agentcore_slime.episodes.log_ids import redact, short_id
 from agentcore_slime.gateway.trace import CallTrace
 from agentcore_slime.observe.records import INFRASTRUCTURE
+from agentcore_slime.rollout.routing import RoutingLayout, attach_routing
 from agentcore_slime.rollout.runtime import Runtime
 from agentcore_slime.rollout.samples import KIND_FAILED, ShimRecord, zero_gradient_sample
 from agentcore_slime.rollout.traces import merge_traces_to_samples
@@ -38,6 +40,7 @@ class _Episode:
     ended: float = 0.0  #: monotonic time the session ended
     result: dict[str, Any] | None = None  #: the agent's result, when one was read
     capped: bool = False  #: the session reached its cap on calls or tokens
+    routing: RoutingLayout | None = None  #: rollout routing replay: the rows its samples carry
 
     @property
     def seconds(self) -> float:
@@ -161,6 +164,10 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
         return _failed(
             episode, "no_traces", f"no usable traces ({len(traces)} calls recorded by the gateway)", traces
         )
+    if episode.routing is not None:
+        problem = await runtime.call(attach_routing, traces, samples, episode.routing)
+        if problem is not None:
+            return _failed(episode, "routing_replay", f"routed experts: {problem}", traces)
     return _Result(episode, samples, outcome.reward, None, traces)
 
 

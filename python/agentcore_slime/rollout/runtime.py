@@ -103,13 +103,17 @@ def gateway_config(config: ToolkitConfig, args: Any) -> GatewayConfig:
         )
     from agentcore_slime.gateway import GatewayConfig
     from agentcore_slime.gateway.engine import outage_seconds
+    from agentcore_slime.rollout.routing import routing_layout
 
+    layout = routing_layout(args)
     return GatewayConfig.from_toolkit(
         config,
         model_dir=str(model_dir),
         host=config.gateway_host or _beside_router(getattr(args, "sglang_router_ip", None)),
         context_length=getattr(args, "sglang_context_length", None),
         engine_outage_seconds=outage_seconds(args),
+        routed_experts_layers=layout.layers if layout else 0,
+        routed_experts_topk=layout.topk if layout else 0,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from agentcore_slime.rollout.episode import _Episode, _input_id, _Result, _run_episode
 from agentcore_slime.rollout.padding import dp_layout, pad_for_dp
 from agentcore_slime.rollout.record import _log_failures, _record_step, charges
+from agentcore_slime.rollout.routing import RoutingLayout, fill_routing, routing_layout
 from agentcore_slime.rollout.runtime import Runtime
 from agentcore_slime.rollout.samples import KIND_PADDING, ShimRecord, zero_gradient_sample
 from agentcore_slime.rollout.sampling import (
@@ -78,6 +79,7 @@ class _StepContext:
     input_id: str
     sampling: dict[str, Any]
     slots: asyncio.Semaphore
+    routing: RoutingLayout | None = None  #: rollout routing replay (None: off)
     slot_count: int = 0
     #: every episode started, kept or not (aborted and dropped ones are billed too)
     started: list[_Episode] = field(default_factory=list)
@@ -121,7 +123,9 @@ async def _run_group(runtime: Runtime, context: _StepContext, group: _Group) -> 
     episodes = []
     for template in group.templates:
         number, context.slot_count = context.slot_count, context.slot_count + 1
-        episodes.append(_Episode(template, group.slot, number, context.input_id, context.sampling))
+        episode = _Episode(template, group.slot, number, context.input_id, context.sampling)
+        episode.routing = context.routing
+        episodes.append(episode)
     context.started.extend(episodes)
     tasks = [asyncio.create_task(_run_episode(runtime, e, context.slots)) for e in episodes]
     try:
@@ -191,6 +195,7 @@ async def _sample(
         _input_id("train", rollout_id),
         _train_sampling(args),
         asyncio.Semaphore(runtime.config.max_concurrent),
+        routing=routing_layout(args),
         started=started,
     )
 
@@ -242,6 +247,9 @@ async def _train_step(runtime: Runtime, args: Any, rollout_id: int, data_source:
             f"Reasons: {'; '.join(reasons[:5])}"
         )
     stats.padding_samples = pad_for_dp(output, dp_layout(args), _padding_maker, next_rollout_id=episodes)
+    layout = routing_layout(args)
+    if layout is not None:  # slime reads the key from the first sample and wants it on every one
+        fill_routing(output, layout)
     stats.seconds = time.monotonic() - started
     runtime.last_step = stats
     _log_failures(results)

@@ -29,7 +29,9 @@ ROUTED = {"routed_experts_layers": SHAPE.layers, "routed_experts_topk": SHAPE.to
 
 
 def _chat(base: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    resp = httpx.post(f"{base}/chat/completions", json={"model": "m", "messages": messages, **extra}, timeout=30)
+    resp = httpx.post(
+        f"{base}/chat/completions", json={"model": "m", "messages": messages, **extra}, timeout=30
+    )
     assert resp.status_code == 200, resp.text
     return dict(resp.json()["choices"][0]["message"])
 
@@ -38,7 +40,10 @@ def _conversation(base: str, turns: int) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "start"}]
     for turn in range(turns):
         reply = _chat(base, messages)
-        messages += [{"role": "assistant", "content": reply["content"]}, {"role": "user", "content": f"go {turn}"}]
+        messages += [
+            {"role": "assistant", "content": reply["content"]},
+            {"role": "user", "content": f"go {turn}"},
+        ]
     return messages
 
 
