@@ -2,12 +2,15 @@
 
 Started by :class:`~.process.GatewayProcess`, never by hand::
 
-    python -m agentcore_slime.gateway --engine-url http://10.0.0.5:3000 --config '{"model_dir": ...}'
+    python -m agentcore_slime.gateway --engine-url http://10.0.0.5:3000 --config '{"model_dir": ...}' \
+        --admin-socket /tmp/agentcore-gateway-XXXXXXXX/admin-1.sock
 
 Its first stdin line is the run's admin secret (the parent makes it; it is never on the command
 line, where other users read it in /proc, nor in the environment). It starts a
-:class:`~.server.Gateway` from the JSON ``GatewayConfig`` and that secret, and writes one line to
-stdout: ``agentcore-gateway {"ready": url, "admin": loopback url, "pid": pid}`` once it serves,
+:class:`~.server.Gateway` from the JSON ``GatewayConfig`` and that secret, serves the admin
+routes on the Unix socket ``--admin-socket`` only (in the parent's private directory: another
+user can neither connect to it nor bind it first), and writes one line to stdout:
+``agentcore-gateway {"ready": url, "admin": socket path, "pid": pid}`` once it serves,
 or ``agentcore-gateway {"error": kind, "message": ...}`` when ``Gateway.start`` fails (kind:
 ``ConfigError``, ``ValueError``, ``RuntimeError`` or ``OSError``; exit status 1). Log lines go
 to the inherited stderr. It serves until its stdin reaches end of file (the parent closed it,
@@ -38,16 +41,6 @@ SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits
 def _report(stream: Any, message: dict[str, Any]) -> None:
     stream.write(READY_PREFIX + json.dumps(message) + "\n")
     stream.flush()
-
-
-def admin_url(host: str | None, url: str) -> str:
-    """Where a process on this host reaches the admin routes (loopback peers only)."""
-    port = url.rsplit(":", 1)[1]
-    if host == "::" or (host or "").startswith("::1"):  # asyncio serves "::" on IPv6 only
-        return f"http://[::1]:{port}"
-    if host and host.startswith("127."):
-        return f"http://{host}:{port}"
-    return f"http://127.0.0.1:{port}"  # all interfaces, or a specific address (also served on 127.0.0.1)
 
 
 def _error_kind(err: BaseException) -> str:
@@ -90,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agentcore_slime.gateway")
     parser.add_argument("--engine-url", required=True)
     parser.add_argument("--config", required=True, help="GatewayConfig fields as a JSON object")
+    parser.add_argument("--admin-socket", required=True, help="the admin routes' Unix socket (a new path)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING,
@@ -113,15 +107,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         secret = _read_secret()
         config = GatewayConfig(**json.loads(args.config))
-        gateway = Gateway(config, admin_secret=secret)
+        gateway = Gateway(config, admin_secret=secret, admin_socket=args.admin_socket)
         gateway.start(args.engine_url)
     except Exception as err:  # noqa: BLE001 - every start-up failure is reported to the parent
         _exit_quietly_on_sigterm()
         _report(ready, {"error": _error_kind(err), "message": str(err) or type(err).__name__})
         return 1
     try:
-        admin = admin_url(config.host, gateway.url)
-        _report(ready, {"ready": gateway.url, "admin": admin, "pid": os.getpid()})
+        _report(ready, {"ready": gateway.url, "admin": args.admin_socket, "pid": os.getpid()})
         ready.close()
         _wait_for_parent()
     finally:

@@ -1,4 +1,6 @@
-"""The admin routes: the session API over HTTP, for loopback clients that send the run's secret.
+"""The admin routes: the session API over HTTP, for clients that send the run's secret over the
+gateway's private Unix socket (a gateway child's), or from loopback (a gateway in the caller's
+own process, which has no such socket).
 
 ``POST /admin/sessions``, ``DELETE /admin/sessions/{sid}``, ``GET /admin/sessions/{sid}/traces``
 (JSON; ``.../traces.bin``: :mod:`.trace_wire` bytes), ``POST /admin/sessions/{sid}/abort``,
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hmac
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -35,6 +38,9 @@ class SessionApi(Protocol):
     @property
     def admin_headers(self) -> dict[str, str]: ...
 
+    @property
+    def admin_socket(self) -> str | None: ...
+
     def create_session(self, session_id: str, sampling_params: dict[str, Any] | None = None) -> str: ...
 
     def traces(self, session_id: str) -> list[CallTrace]: ...
@@ -44,6 +50,12 @@ class SessionApi(Protocol):
     def abort_session(self, session_id: str, timeout: float = 10.0) -> None: ...
 
     def stats(self, deep: bool = False) -> dict[str, Any]: ...
+
+
+def _over_unix_socket(request: web.Request) -> bool:
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    return sock is not None and sock.family == socket.AF_UNIX
 
 
 def _json_error(status: int, message: str, kind: str) -> web.Response:
@@ -63,6 +75,7 @@ class AdminRoutes:
         self.sessions = sessions
         self.calls = calls
         self._secret = gateway.admin_headers[ADMIN_SECRET_HEADER].encode()
+        self._socket_only = bool(gateway.admin_socket)
 
     def add_to(self, router: web.UrlDispatcher) -> None:
         router.add_post("/admin/sessions", self.create)
@@ -77,11 +90,17 @@ class AdminRoutes:
     async def guard(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Admin routes answer loopback peers that send the run's secret (the agent network must
-        not create sessions, nor may another user of this host)."""
+        """Admin routes answer, with the run's secret, only on the private Unix socket when the
+        gateway has one, else loopback peers (the agent network must not create sessions, nor
+        may another user of this host)."""
         if not request.path.startswith("/admin"):
             return await handler(request)
-        if not is_loopback(request.remote):
+        if self._socket_only:
+            if not _over_unix_socket(request):
+                return _json_error(
+                    403, "admin routes are only served on the gateway's private socket", "permission_error"
+                )
+        elif not is_loopback(request.remote):
             return _json_error(403, "admin routes are only served to loopback clients", "permission_error")
         sent = request.headers.get(ADMIN_SECRET_HEADER)
         if sent is None:

@@ -1,6 +1,10 @@
 """One gateway child process: started with its settings on its command line and its admin
 secret on its stdin, its ready line read, its admin client, and its end (EOF on stdin, SIGTERM,
 SIGKILL; its process group with it).
+
+The admin client talks to the child over a Unix socket in a directory only this user can reach
+(:func:`private_socket_dir`), never over TCP: a loopback port is anyone's to bind first, and
+whoever held it would receive the admin secret and every session id.
 """
 
 from __future__ import annotations
@@ -9,10 +13,13 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +35,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 READY_PREFIX = "agentcore-gateway "  # the child's one stdout line starts with it (see __main__)
+ADMIN_ORIGIN = "http://agentcore-gateway-admin"  # the admin client's base URL (its socket is a file)
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path, with its NUL)
 STOP_TIMEOUT = 10.0  # seconds between SIGTERM and SIGKILL at shutdown
 _START_ERRORS: dict[str, type[Exception]] = {
     "ConfigError": ConfigError,
@@ -72,8 +81,46 @@ def how_it_died(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+_QUIET.origins.add(ADMIN_ORIGIN + "/")
+
+
+def private_socket_dir() -> str:
+    """A new directory for admin sockets that only this user can reach: ``mkdtemp`` makes it
+    with a random name and mode 0700 (in ``TMPDIR``, or ``/tmp`` when a socket path there would
+    be too long). The caller removes it (:func:`remove_socket_dir`)."""
+    parent = tempfile.gettempdir()
+    if len(os.path.join(parent, "agentcore-gateway-XXXXXXXX", "admin-999.sock")) >= SOCKET_PATH_MAX:
+        parent = "/tmp"
+    return tempfile.mkdtemp(prefix="agentcore-gateway-", dir=parent)
+
+
+def remove_socket_dir(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def check_socket_is_ours(path: str) -> None:
+    """Refuse an admin socket that is not a socket of this user in a 0700 directory of this user.
+
+    :raises RuntimeError: it is not (nothing is sent to it).
+    """
+    uid = os.geteuid()
+    parent = os.lstat(os.path.dirname(path))
+    sock = os.lstat(path)
+    if not (
+        stat.S_ISDIR(parent.st_mode)
+        and parent.st_uid == uid
+        and stat.S_IMODE(parent.st_mode) & 0o077 == 0
+        and stat.S_ISSOCK(sock.st_mode)
+        and sock.st_uid == uid
+    ):
+        raise RuntimeError(
+            f"the gateway's admin socket {path} is not a socket of this user in a private directory "
+            "(nothing was sent to it; set TMPDIR to a directory of yours)"
+        )
+
+
 class Child:
-    """One started child: its process, admin client and URLs."""
+    """One started child: its process, admin client (over its Unix socket ``admin``) and URL."""
 
     def __init__(
         self,
@@ -87,14 +134,15 @@ class Child:
         self.proc = proc
         self.generation = generation  # children started before it, plus one
         self.url = url
-        self.admin = admin
+        self.admin = admin  # the admin socket's path
         self.died = ""  # how it died, once it did
-        _QUIET.origins.add(admin.rstrip("/") + "/")
         self.client = httpx.Client(
-            base_url=admin,
+            base_url=ADMIN_ORIGIN,
+            transport=httpx.HTTPTransport(
+                uds=admin, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
+            ),
             timeout=httpx.Timeout(timeout, connect=5.0),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            trust_env=False,  # a proxy from the environment must not carry loopback admin calls
+            trust_env=False,  # a proxy from the environment must not carry the admin calls
             headers={ADMIN_SECRET_HEADER: secret},
         )
         self.channel: Channel | None = None

@@ -6,8 +6,10 @@ rollout's own work. :class:`GatewayProcess` runs the real gateway in
 ``python -m agentcore_slime.gateway`` (its own interpreter) and forwards the session calls to
 its loopback admin routes; traces come back as :mod:`.trace_wire` bytes.
 
-- Admin calls carry a per-child secret (random, made here): the child reads it from its stdin,
-  never from its command line or environment, so another user of the host cannot use them.
+- Admin calls go over a Unix socket in a directory only this user can reach (mode 0700, made
+  here), never over TCP: a loopback port is anyone's to bind first. They also carry a per-child
+  secret (random, made here) that the child reads from its stdin, never from its command line
+  or environment.
 - The child inherits stderr (its log lines go where the rollout's go) and watches its stdin:
   when the parent dies, however, the pipe closes and the child exits.
 - Session operations (create, traces, finish = traces and delete, delete) go through a
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import subprocess
 import sys
@@ -41,7 +44,18 @@ from agentcore_slime.errors import ToolkitError
 
 from . import trace_wire
 from .channel import Channel, Op, Reply
-from .child import Child, child_env, how_it_died, kill_group, read_ready, start_timeout, stop
+from .child import (
+    Child,
+    check_socket_is_ours,
+    child_env,
+    how_it_died,
+    kill_group,
+    private_socket_dir,
+    read_ready,
+    remove_socket_dir,
+    start_timeout,
+    stop,
+)
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, short_id
 from .store import rebuild
 from .trace import CallTrace
@@ -73,6 +87,7 @@ class GatewayProcess:
         self._engine_url = ""
         self._child: Child | None = None
         self._generation = 0  # children started so far
+        self._socket_dir = ""  # where its children's admin sockets are (private_socket_dir)
         self._sessions: dict[str, int] = {}  # session id -> the generation that holds it
         self._deaths: dict[int, str] = {}  # generation -> what happened to it
         self._lock = threading.Lock()  # state above
@@ -107,7 +122,12 @@ class GatewayProcess:
             if self._child is not None:
                 raise RuntimeError("gateway already started")
             self._engine_url = engine_url
-            self._spawn()
+            try:
+                self._spawn()
+            except BaseException:
+                remove_socket_dir(self._socket_dir)
+                self._socket_dir = ""
+                raise
         logger.info("gateway process pid %s serving at %s (engine %s)", self.pid, self.url, engine_url)
 
     def ensure_running(self) -> bool:
@@ -143,9 +163,22 @@ class GatewayProcess:
             _close_channel(child)
             child.client.close()
             stop(child.proc)
+            remove_socket_dir(self._socket_dir)
+
+    def _admin_socket(self) -> str:
+        """A new path for the next child's admin socket, in this gateway's private directory."""
+        if not self._socket_dir:
+            self._socket_dir = private_socket_dir()
+        path = os.path.join(self._socket_dir, f"admin-{self._generation + 1}.sock")
+        try:
+            os.unlink(path)  # left by a child of the same generation that failed to start
+        except FileNotFoundError:
+            pass
+        return path
 
     def _spawn(self) -> None:
         """Start a child and wait for its ready line (caller holds the lifecycle lock)."""
+        admin_socket = self._admin_socket()
         command = [
             sys.executable,
             "-m",
@@ -154,6 +187,8 @@ class GatewayProcess:
             self._engine_url,
             "--config",
             json.dumps(asdict(self.config)),
+            "--admin-socket",
+            admin_socket,
         ]
         secret = secrets.token_urlsafe(32)  # the admin routes' key for this child
         proc = subprocess.Popen(
@@ -172,10 +207,11 @@ class GatewayProcess:
                 f"{self._engine_url} answers /health"
             )
             ready = read_ready(proc, self.ready_timeout, what)
+            check_socket_is_ours(admin_socket)
         except BaseException:
             stop(proc)
             raise
-        child = Child(proc, self._generation + 1, ready["ready"], ready["admin"], self.call_timeout, secret)
+        child = Child(proc, self._generation + 1, ready["ready"], admin_socket, self.call_timeout, secret)
         try:
             child.client.get("/health").raise_for_status()
         except httpx.HTTPError as err:
@@ -183,7 +219,7 @@ class GatewayProcess:
             stop(proc)
             raise RuntimeError(
                 f"the gateway process serves at {child.url} but its admin routes do not answer on "
-                f"{child.admin}: {err} (set GATEWAY_HOST to an address of this host, or leave it unset)"
+                f"its socket {child.admin}: {err}"
             ) from None
         child.channel = Channel(str(proc.pid), partial(self._send_batch, child))
         with self._lock:
@@ -388,6 +424,12 @@ class GatewayProcess:
         """Batch requests the serving child's channel has sent (tests and benchmarks count them)."""
         child = self._child
         return 0 if child is None or child.channel is None else child.channel.requests
+
+    @property
+    def admin_socket(self) -> str:
+        """The serving child's admin socket ("" before start): admin routes answer only there."""
+        child = self._child
+        return "" if child is None else child.admin
 
     @property
     def admin_headers(self) -> dict[str, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import re
 import secrets
 import socket
@@ -25,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentcore_slime.addresses import is_loopback, own_address, url_host
+from agentcore_slime.addresses import own_address, url_host
 
 from .build import CallBuilder, load_prompts, vocab_size
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, check_sampling_params
@@ -49,10 +50,17 @@ class Gateway:
     :param config: see :class:`GatewayConfig`.
     :param admin_secret: what admin requests must send in :data:`ADMIN_SECRET_HEADER` (a
         random one when None: read it from :attr:`admin_headers`).
+    :param admin_socket: a new Unix socket path (in a directory only this user can reach) where
+        the admin routes are served, and only there (a gateway child's: see ``__main__``); None
+        (a gateway in the caller's own process) serves them to loopback TCP peers that send
+        the secret.
     """
 
-    def __init__(self, config: GatewayConfig, admin_secret: str | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, admin_secret: str | None = None, admin_socket: str | None = None
+    ) -> None:
         self.config = config
+        self.admin_socket = admin_socket
         self.url = ""
         self.sessions = Sessions()
         self.calls: CallBuilder | None = None  # set by start
@@ -130,6 +138,8 @@ class Gateway:
         assert self._runner.server is not None
         self.cap.attach(self._runner.server)
         await self._bind()
+        if self.admin_socket:
+            await self._serve_admin(self.admin_socket)
 
     @property
     def admin_headers(self) -> dict[str, str]:
@@ -171,16 +181,37 @@ class Gateway:
             advertised = own_address(socket.AF_INET6) or "::1"
         else:
             advertised = str(host)
-        if host and host not in ("0.0.0.0", "::", "127.0.0.1"):
-            # local tools and the admin routes (http://127.0.0.1:PORT) reach it there too, also
-            # when the host is another loopback address or a name (localhost as ::1, Debian's
-            # host name as 127.0.1.1); a name that already serves 127.0.0.1 makes this fail
+        if host and host not in ("0.0.0.0", "::", "127.0.0.1") and not _serves_127_0_0_1(host, port):
+            # local tools reach it on http://127.0.0.1:PORT too, also when the host is another
+            # loopback address or a name (localhost as ::1, Debian's host name as 127.0.1.1). A
+            # port another process holds there stops the start: whatever is sent to
+            # 127.0.0.1:PORT would reach that process, not this gateway
             try:
                 await self._listen("127.0.0.1", port)
             except OSError as err:
-                if not is_loopback(host):
-                    logger.warning("cannot also listen on 127.0.0.1:%d: %s", port, err)
+                raise RuntimeError(
+                    f"listening on {host}:{port}, but cannot also listen on 127.0.0.1:{port}: {err} "
+                    "(another process, perhaps another user's, holds that port: set GATEWAY_PORT to "
+                    "another port, or 0)"
+                ) from None
         self.url = f"http://{url_host(advertised)}:{port}"
+
+    async def _serve_admin(self, path: str) -> None:
+        """Serve the admin routes on a new Unix socket at ``path`` (mode 0600; bind fails on a
+        path that exists). Its connections are not the connection cap's: never closed to make
+        room, never counted."""
+        assert self._runner is not None and self._runner.server is not None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)
+            os.chmod(path, 0o600)
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except OSError as err:
+            sock.close()
+            raise RuntimeError(f"cannot serve the admin routes on {path}: {err}") from None
+        loop = asyncio.get_running_loop()
+        self._servers.append(await loop.create_unix_server(self._runner.server, sock=sock))
 
     def shutdown(self) -> None:
         """Stop serving, close the engine connections, join the thread (idempotent)."""
@@ -276,6 +307,15 @@ class Gateway:
             chain states too; slow with thousands of sessions).
         """
         return {**self.sessions.stats(deep), **self._gc_watch.take()}
+
+
+def _serves_127_0_0_1(host: str, port: int) -> bool:
+    """Whether listening on ``host`` already serves 127.0.0.1 (a name that resolves to it)."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(found) and found[0][4][0] == "127.0.0.1"
 
 
 async def _cancel_calls(session: Session) -> None:

@@ -61,3 +61,18 @@ def json_values(text: Any, max_int: int = 2**100, max_leaves: int = 12) -> Any:
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
         max_leaves=max_leaves,
     )
+
+
+def admin_client(gateway: Any, secret: bool = True) -> Any:
+    """An httpx client of a gateway child's admin routes, over its private Unix socket (the only
+    place they answer), with its secret unless ``secret`` is False."""
+    import httpx
+    from agentcore_slime.gateway.child import ADMIN_ORIGIN
+
+    return httpx.Client(
+        base_url=ADMIN_ORIGIN,
+        transport=httpx.HTTPTransport(uds=gateway.admin_socket),
+        headers=gateway.admin_headers if secret else {},
+        trust_env=False,
+        timeout=30,
+    )

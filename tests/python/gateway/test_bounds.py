@@ -460,7 +460,15 @@ def test_another_user_cannot_use_the_admin_routes_and_never_sees_the_secret(
             )
             out = other_user.run([sys.executable, "-c", probe, gateway.url, sid])
             assert out.returncode == 0, out.stderr
-            assert out.stdout.split() == ["401"] * 5
+            assert out.stdout.split() == ["403"] * 5  # TCP: the admin routes answer on the socket only
+            # ... and the socket's directory is closed to her
+            knock = (
+                "import socket, sys\n"
+                "s = socket.socket(socket.AF_UNIX)\n"
+                "try:\n    s.connect(sys.argv[1])\nexcept OSError as err:\n    print(type(err).__name__)\n"
+            )
+            out = other_user.run([sys.executable, "-c", knock, gateway.admin_socket])
+            assert out.stdout.split() == ["PermissionError"], (out.stdout, out.stderr)
             assert len(gateway.traces(sid)) == 1  # not deleted, not aborted
             with pytest.raises(ValueError, match="already exists"):
                 gateway.create_session(sid)

@@ -19,6 +19,7 @@ from agentcore_slime.gateway import GatewayConfig, GatewayProcessDied
 from agentcore_slime.gateway.pool import GatewayPool
 from agentcore_slime.settings.config import gateway_pool_size as pool_size
 from fakes.sglang_server import FakeSGLang, text_policy
+from gateway_helpers import admin_client
 
 
 @pytest.fixture
@@ -85,8 +86,10 @@ def test_each_child_has_its_own_admin_secret_and_its_own_caps(start: Callable[..
     pool = start(2, max_calls_per_episode=1)
     first, second = pool.members
     assert first.admin_headers != second.admin_headers
-    denied = httpx.get(f"{second.url}/admin/stats", headers=first.admin_headers, timeout=10, trust_env=False)
-    assert denied.status_code == 403  # one child's secret opens no other child
+    assert first.admin_socket != second.admin_socket
+    with admin_client(second, secret=False) as client:  # one child's secret opens no other child
+        denied = client.get("/admin/stats", headers=first.admin_headers)
+    assert denied.status_code == 403 and "wrong admin secret" in denied.text
     for sid in ("a", "b"):
         base = pool.create_session(sid)
         assert _call(base, "first").status_code == 200

@@ -29,7 +29,7 @@ from agentcore_slime.errors import ConfigError
 from agentcore_slime.gateway import Gateway, GatewayConfig, GatewayProcess, GatewayProcessDied
 from agentcore_slime.gateway.child import how_it_died, ready_or_raise
 from fakes.sglang_server import FakeSGLang, fake_logprob, text_policy
-from gateway_helpers import ADD_TOOL, Script, tool_call_text
+from gateway_helpers import ADD_TOOL, Script, admin_client, tool_call_text
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[3] / "python"
 
@@ -126,9 +126,8 @@ def test_a_chat_through_the_child_is_traced_exactly(
     assert traces[1].messages[0] == messages[0]
     assert traces[1].messages[2] == {"role": "tool", "content": messages[2]["content"]}  # as rendered
     # the same records the child's JSON admin route gives, field for field
-    admin = httpx.get(
-        f"{gateway.url}/admin/sessions/s-1/traces", headers=gateway.admin_headers, trust_env=False, timeout=10
-    ).json()
+    with admin_client(gateway) as client:
+        admin = client.get("/admin/sessions/s-1/traces").json()
     assert [dataclasses.asdict(t) for t in traces] == admin
 
     gateway.delete_session("s-1")
@@ -353,7 +352,8 @@ def test_the_gateway_process_defers_full_collections_to_idle_moments(
 
     fake, _ = engine
     gateway = start(fake.url)
-    stats = httpx.get(f"{gateway.url}/admin/stats", headers=gateway.admin_headers, timeout=10).json()
+    with admin_client(gateway) as client:
+        stats = client.get("/admin/stats").json()
     assert stats["gc_thresholds"][2] == FULL_COLLECTIONS_DEFERRED
     assert stats["gc_thresholds"][0] == gc.get_threshold()[0]  # young ones unchanged
     assert stats["gc_thresholds"][1] == YOUNG_COLLECTIONS_PER_MIDDLE < gc.get_threshold()[1]
@@ -448,17 +448,22 @@ def test_the_batch_route_needs_the_secret_and_well_formed_operations(
 ) -> None:
     fake, _ = engine
     gateway = start(fake.url)
-    url = f"{gateway.url}/admin/batch"
+    url = "/admin/batch"
     ops = {"ops": [{"op": "create", "session_id": "s-1"}]}
-    assert httpx.post(url, json=ops, trust_env=False, timeout=10).status_code == 401  # no secret
-    headers = gateway.admin_headers
-    for bad in (b"not json", b'{"ops": 3}', b'{"ops": [1]}', b"{}"):
-        reply = httpx.post(url, content=bad, headers=headers, trust_env=False, timeout=10)
-        assert reply.status_code == 400 and "bad batch request" in reply.text
+    with admin_client(gateway, secret=False) as client:
+        assert client.post(url, json=ops).status_code == 401  # no secret, even on the socket
+    # over TCP, even with the secret and from loopback: refused (the socket is the only way in)
+    tcp = httpx.post(
+        f"{gateway.url}{url}", json=ops, headers=gateway.admin_headers, trust_env=False, timeout=10
+    )
+    assert tcp.status_code == 403 and "private socket" in tcp.text
+    with admin_client(gateway) as client:
+        for bad in (b"not json", b'{"ops": 3}', b'{"ops": [1]}', b"{}"):
+            reply = client.post(url, content=bad)
+            assert reply.status_code == 400 and "bad batch request" in reply.text
+        reply = client.post(url, json={"ops": [{"op": "explode", "session_id": "s-1"}]})
     from agentcore_slime.gateway import trace_wire
 
-    reply = httpx.post(url, json={"ops": [{"op": "explode", "session_id": "s-1"}]}, headers=headers,
-                       trust_env=False, timeout=10)
     [(result, blob)] = trace_wire.decode_batch(reply.content)
     assert result["status"] == 400 and "unknown operation 'explode'" in result["message"] and blob is None
     assert gateway.stats()["sessions"] == 0
