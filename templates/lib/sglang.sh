@@ -10,6 +10,7 @@ TOOLKIT_SERVER_LOGS=()
 TOOLKIT_SERVER_NAMES=()
 TOOLKIT_SERVER_ROLES=()
 TOOLKIT_SERVER_DEAD=()
+TOOLKIT_ENGINE_KEY_FILES=()
 
 # start_sglang_server LOG COMMAND...: start_server for "the SGLang server" (one engine).
 start_sglang_server() { # <log> <command>...
@@ -82,9 +83,17 @@ reap_server() { # [index]
   wait "${TOOLKIT_SERVER_PIDS[i]}" 2>/dev/null || TOOLKIT_SERVER_STATUS=$?
 }
 
-# sglang_is_healthy URL: true when GET URL/health answers 200 within 5 seconds.
-sglang_is_healthy() { # <url>
-  python3 "$TOOLKIT_HELPER_DIR/sglang_helper.py" health "$1" 2>/dev/null
+# server_is_ready INDEX URL: true when URL's port is held by server INDEX (a process of the
+# process group this script started: its socket's inode among their /proc/PID/fd) and URL/health
+# answers 200. A port held by anyone else stops the script before anything (the key, a prompt)
+# is sent there: whoever binds a port first receives what is sent to it.
+server_is_ready() { # <index> <url>
+  local who status=0
+  who=$(python3 "$TOOLKIT_HELPER_DIR/sglang_helper.py" ready "$2" "${TOOLKIT_SERVER_PIDS[$1]}" 2>/dev/null) ||
+    status=$?
+  ((status != 4)) ||
+    die "port ${2##*:} of ${TOOLKIT_SERVER_NAMES[$1]} is held by another process, $who, not by the server this script started: nothing was sent to it (someone took the port first; choose another SGLANG_PORT, or 0, and run again)"
+  ((status == 0))
 }
 
 # wait_for_sglang URL TIMEOUT: wait_for_server for the last server started, TIMEOUT seconds from now.
@@ -98,7 +107,7 @@ wait_for_sglang() { # <url> <timeout-seconds>
 # the limit the message names).
 wait_for_server() { # <index> <url> <deadline> <timeout-seconds>
   local i=$1 url=$2 deadline=$3 timeout=$4 name=${TOOLKIT_SERVER_NAMES[$1]}
-  until sglang_is_healthy "$url"; do
+  until server_is_ready "$i" "$url"; do
     if ! server_running "$i"; then
       reap_server "$i"
       show_server_log "" "$i"
@@ -259,24 +268,34 @@ install_eval_cleanup_trap() {
   trap eval_cleanup_on_exit EXIT
 }
 
-# make_engine_api_key: a random API key that the SGLang server this script starts requires
-# (SGLang's --api-key: every route but /health* and /metrics needs `Authorization: Bearer
-# KEY`), so that only this run's evaluation can call /generate and the admin routes; other
-# local users reach 127.0.0.1 too. Never on argv: SGLang reads it from a private YAML given with
-# --config (TOOLKIT_ENGINE_KEY_FILE: mktemp, mode 0600, a new name; deleted by
-# remove_engine_key_file once SGLang has read it), and the evaluation's gateway gets it as
-# TOOLKIT_ENGINE_API_KEY (exported: /proc/PID/environ is readable by this user only).
-make_engine_api_key() {
-  TOOLKIT_ENGINE_KEY_FILE=$(mktemp --suffix=.yaml "${TMPDIR:-/tmp}/agentcore-sglang-key.XXXXXXXX") ||
-    die "cannot create a private file for the SGLang API key (set TMPDIR to a directory of yours)"
-  read -r TOOLKIT_ENGINE_API_KEY < <(
-    python3 "$TOOLKIT_HELPER_DIR/sglang_helper.py" api-key "$TOOLKIT_ENGINE_KEY_FILE"
-  ) || die "python3 could not make the SGLang API key"
+# make_engine_api_key [COUNT]: COUNT (default 1) random API keys, one for each SGLang server
+# this script starts (SGLang's --api-key: every route but /health* and /metrics needs
+# `Authorization: Bearer KEY`), so that only this run's evaluation can call /generate and the
+# admin routes (other local users reach 127.0.0.1 too), and a key one engine's port leaked
+# opens no other engine. Never on argv: SGLang reads its key from a private YAML given with
+# --config (TOOLKIT_ENGINE_KEY_FILES[i]: mktemp, mode 0600, a new name; deleted by remove_engine_key_file once SGLang has read it), and the
+# evaluation's gateway gets them, in engine order joined by commas, as TOOLKIT_ENGINE_API_KEY
+# (exported: /proc/PID/environ is readable by this user only).
+make_engine_api_key() { # [count]
+  local i file key keys=()
+  TOOLKIT_ENGINE_KEY_FILES=()
+  for ((i = 0; i < ${1:-1}; i++)); do
+    file=$(mktemp --suffix=.yaml "${TMPDIR:-/tmp}/agentcore-sglang-key.XXXXXXXX") ||
+      die "cannot create a private file for the SGLang API key (set TMPDIR to a directory of yours)"
+    TOOLKIT_ENGINE_KEY_FILES+=("$file")
+    read -r key < <(python3 "$TOOLKIT_HELPER_DIR/sglang_helper.py" api-key "$file") ||
+      die "python3 could not make the SGLang API key"
+    keys+=("$key")
+  done
+  TOOLKIT_ENGINE_API_KEY=$(IFS=,; echo "${keys[*]}")
   export TOOLKIT_ENGINE_API_KEY
 }
 
-# remove_engine_key_file: delete the key's YAML (SGLang reads it only while it starts).
+# remove_engine_key_file: delete the keys' YAML files (SGLang reads them only while it starts).
 remove_engine_key_file() {
-  [[ -z ${TOOLKIT_ENGINE_KEY_FILE:-} ]] || rm -f -- "$TOOLKIT_ENGINE_KEY_FILE"
-  TOOLKIT_ENGINE_KEY_FILE=
+  local file
+  for file in "${TOOLKIT_ENGINE_KEY_FILES[@]}"; do
+    rm -f -- "$file"
+  done
+  TOOLKIT_ENGINE_KEY_FILES=()
 }

@@ -139,7 +139,9 @@ class EngineClient:
     :param max_connections: connection pool size (0 = unlimited).
     :param vocab_size: ids at or above it are not the model's (0 = unchecked).
     :param api_key: sent as ``Authorization: Bearer`` on every call when the engine requires a
-        key (SGLang ``--api-key``; bin/eval's server does), from ``TOOLKIT_ENGINE_API_KEY``.
+        key (SGLang ``--api-key``; bin/eval's server does), from ``TOOLKIT_ENGINE_API_KEY``;
+        several engines may each have their own (bin/eval's: one key per engine, so a key one
+        engine's port leaked opens no other): as many keys as urls, joined by commas, in order.
     """
 
     url: str
@@ -154,6 +156,7 @@ class EngineClient:
     api_key: str = field(default_factory=lambda: os.environ.get(ENGINE_KEY_ENV, ""), repr=False)
     engines: list[str] = field(init=False)  # the urls given (one: an engine or a router)
     _down: dict[str, float] = field(init=False, default_factory=dict)  # engine -> passed over until
+    _keys: dict[str, str] = field(init=False, default_factory=dict, repr=False)  # engine -> its own key
 
     def __post_init__(self) -> None:
         self.engines = [u.strip().rstrip("/") for u in self.url.split(",") if u.strip()]
@@ -163,7 +166,11 @@ class EngineClient:
     async def open(self) -> None:
         connector = aiohttp.TCPConnector(limit=self.max_connections, keepalive_timeout=60)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=self.read_timeout)
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        keys = self.api_key.split(",")
+        if len(keys) > 1 and len(keys) != len(self.engines):
+            raise ValueError(f"{len(keys)} engine API keys for {len(self.engines)} engine urls (one each)")
+        self._keys = dict(zip(self.engines, keys, strict=True)) if len(keys) > 1 else {}
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key and not self._keys else None
         self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers)
 
     async def close(self) -> None:
@@ -189,7 +196,9 @@ class EngineClient:
         last = ""
         for attempt in range(attempts):
             try:
-                async with self.session.get(f"{url}/health", timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                async with self.session.get(
+                    f"{url}/health", timeout=aiohttp.ClientTimeout(total=30), headers=self._auth(url)
+                ) as resp:
                     if resp.status == 200:
                         return
                     last = f"HTTP {resp.status}"
@@ -225,7 +234,9 @@ class EngineClient:
 
     async def _max_model_len(self, url: str) -> int | None:
         try:
-            async with self.session.get(f"{url}/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            async with self.session.get(
+                f"{url}/v1/models", timeout=aiohttp.ClientTimeout(total=10), headers=self._auth(url)
+            ) as resp:
                 data = await resp.json(content_type=None)
             value = data["data"][0].get("max_model_len")
             return int(value) if value else None
@@ -260,7 +271,9 @@ class EngineClient:
             url = self._engine_for(routing_key)
             gone, payload = False, None
             try:
-                async with self.session.post(f"{url}/generate", data=body, headers=headers) as resp:
+                async with self.session.post(
+                    f"{url}/generate", data=body, headers={**headers, **self._auth(url)}
+                ) as resp:
                     if resp.status >= 500:
                         text = (await resp.text())[:200]
                         last = f"HTTP {resp.status}: {text}"
@@ -330,6 +343,11 @@ class EngineClient:
         if len(self.engines) > 1:
             self._down[url] = time.monotonic() + ENGINE_DOWN_SECONDS
 
+    def _auth(self, url: str) -> dict[str, str]:
+        """The Authorization header of ``url``'s own key (none: the session's one key, or none)."""
+        key = self._keys.get(url) if self._keys else None
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
     def _engine_for(self, key: str | None) -> str:
         """The engine a session's call goes to: the url given, or (several engines) the one its
         routing key picks, else the next that is not passed over."""
@@ -349,7 +367,8 @@ class EngineClient:
         for url in self.workers or [self.url]:
             try:
                 async with self.session.post(
-                    f"{url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5)
+                    f"{url}/abort_request", json={"rid": rid}, timeout=aiohttp.ClientTimeout(total=5),
+                    headers=self._auth(url),
                 ):
                     pass
             except (TimeoutError, aiohttp.ClientError):
