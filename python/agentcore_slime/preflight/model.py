@@ -26,6 +26,7 @@ from ..scripts.render import passthrough_flags
 from .context import Context
 from .parsers import check_parsers
 from .report import Result, failed, passed
+from .routing import check_routing_replay
 
 #: files any one of which makes a tokenizer loadable by transformers
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
@@ -350,5 +351,7 @@ def check_model(ctx: Context) -> list[Result]:
         return results
     results.append(passed("model.script", f"{script.name} defines {len(words)} MODEL_ARGS words"))
     if hf is not None:
-        results += compare(hf, words + passthrough_flags(ctx.config, ctx.slime_flags), script.name)
+        command_line = words + passthrough_flags(ctx.config, ctx.slime_flags)
+        results += compare(hf, command_line, script.name)
+        results += check_routing_replay(hf, last_values(command_line))
     return results

@@ -327,6 +327,9 @@ def check_slime_args(args: Any) -> None:
     - a ``--global-batch-size`` that does not divide the rollout's episodes.
     - slime rollout hooks the agent rollout never calls (:data:`UNSUPPORTED_ROLLOUT_FLAGS`), and a
       ``--dynamic-sampling-filter-path`` that does not import.
+    - ``--use-rollout-routing-replay`` without an MoE model's ``--num-layers``,
+      ``--moe-router-topk`` and ``--num-experts`` (the shape of the routed experts every sample
+      must carry; bin/train checks it against config.json, preflight/routing.py).
 
     :raises ConfigError: naming each offending flag and how to fix it.
     """
@@ -352,7 +355,23 @@ def check_slime_args(args: Any) -> None:
         problems.append(ConfigError("log_passrate: --log-passrate is not supported", LOG_PASSRATE_HOW))
     problems += _global_batch_problems(args)
     problems += _rollout_flag_problems(args)
+    problems += _routing_replay_problems(args)
     raise_all(problems, "unsupported slime settings:")
+
+
+def _routing_replay_problems(args: Any) -> list[ConfigError]:
+    if not getattr(args, "use_rollout_routing_replay", False):
+        return []
+    names = ("num_layers", "moe_router_topk", "num_experts")
+    shape = {name: getattr(args, name, None) for name in names}
+    if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in shape.values()):
+        return []
+    return [
+        ConfigError(
+            f"use_rollout_routing_replay: --use-rollout-routing-replay needs an MoE model, got {shape}",
+            "use the model script of a mixture-of-experts model, or remove --use-rollout-routing-replay",
+        )
+    ]
 
 
 def _global_batch_problems(args: Any) -> list[ConfigError]:

@@ -587,6 +587,10 @@ _FLAGS_OWNED_ELSEWHERE = {
     "--mask-offpolicy-in-partial-rollout": (
         "aborted agent episodes restart from their prompt, nothing off-policy is kept: remove the flag"
     ),
+    "--sglang-enable-return-routed-experts": (
+        "slime owns this engine flag and ignores it here: --use-rollout-routing-replay starts every "
+        "engine with --enable-return-routed-experts (and the gateway asks for the routed experts)"
+    ),
 }
 
 
