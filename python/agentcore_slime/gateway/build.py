@@ -28,6 +28,7 @@ from .record import join
 from .render_pool import OFFLOAD_CHARS, RendererSpec, RenderPool, RenderTimeout, text_size
 from .rendering import PromptBuilder
 from .sessions import Call, Session
+from .side_calls import side_call
 from .store import shared_messages
 from .wire import BadRequest, ChatRequest
 
@@ -204,6 +205,10 @@ class CallBuilder:
         call = Call(protocol, chat, messages, tools_key(chat.tools), started, deadline, large)
         if call.large:
             self._check_floor(messages)
+        # issue 45: a side call (a title, a classifier) is rendered in full and leaves the chain as it was
+        call.side_call = side_call(chat, messages, session.chain)
+        if call.side_call:
+            return call
         call.repeat = session.last_request == (call.messages, call.tools_key)
         base = session.chain_before if call.repeat else session.chain
         if self.config.cumulative_token_mode and base is not None:

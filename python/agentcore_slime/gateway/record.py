@@ -36,7 +36,9 @@ def join(session: Session, call: Call) -> None:
     completion (what the merge compares it with), and why it forks when it does not extend them."""
     chain, prompt = session.chain, call.prompt
     assert prompt is not None
-    if chain is None:
+    if call.side_call:  # no verdict: the merge compares it with the session's previous side call
+        call.joined = ""
+    elif chain is None:
         call.joined = "start"
     elif call.repeat:  # built from the call before the last one: never extends the last
         call.joined, call.fork = "forked", fork_reason(call.messages, call.tools_key, chain, repeat=True)
@@ -76,6 +78,7 @@ def trace_of(
         weight_version=result.meta.get("weight_version"),
         tool_call_errors=errors,
         engine_attempts=result.attempts,
+        side_call=call.side_call,
         routed_experts_start=routing.start,
         routed_experts=routing.rows,
         routed_experts_problem=routing.problem,
@@ -113,6 +116,8 @@ def record(
         while len(session.replies) >= stored_replies:
             del session.replies[next(iter(session.replies))]  # the oldest goes first
         session.replies[key] = reply
+    if call.side_call:  # issue 45: outside the main conversation, whose chain stays as it was
+        return _undo_side_call(sessions, session, trace, key)
     session.chain_before = session.chain_before if call.repeat else session.chain
     session.chain = _next_chain(session.chain, session.store.last_ids, call, trace.response_message)
     if session.chain_before is not None:
@@ -128,6 +133,22 @@ def record(
     def undo() -> None:
         logger.info("session %s: reply not delivered, call not recorded", short_id(session.sid))
         session.chain, session.chain_before, session.last_request, session.last_raw = saved
+        if key is not None:
+            session.replies.pop(key, None)
+        session.sampled_tokens -= len(trace.completion_token_ids)
+        with sessions.lock:
+            if not session.deleted:
+                session.store.pop_last()
+
+    return undo
+
+
+def _undo_side_call(
+    sessions: Sessions, session: Session, trace: CallTrace, key: str | None
+) -> Callable[[], None]:
+    """The undo of a recorded side call (the chain was not touched)."""
+
+    def undo() -> None:
         if key is not None:
             session.replies.pop(key, None)
         session.sampled_tokens -= len(trace.completion_token_ids)

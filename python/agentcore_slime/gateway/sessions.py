@@ -65,6 +65,7 @@ class Call:
     joined: str = "start"  # how it joins the episode (CallTrace.joined)
     fork: str = ""  # why it starts a new sample (CallTrace.chain_break)
     params: dict[str, Any] = field(default_factory=dict)
+    side_call: str = ""  # why it is outside the main conversation ("" when it is not: side_calls.py)
 
 
 class Sessions:

@@ -77,6 +77,8 @@ class CallTrace:
         sends them decoded from base64); None when asked for and not usable (see
         ``routed_experts_problem``) or not asked for.
     :param routed_experts_problem: why ``routed_experts`` is None though asked for ("" otherwise).
+    :param side_call: why the call is outside the episode's main conversation (a title, a
+        classifier: gateway/side_calls.py); "" for the main conversation. Untrained by default.
     """
 
     prompt_token_ids: list[int]
@@ -98,6 +100,7 @@ class CallTrace:
     routed_experts_start: int | None = None
     routed_experts: bytes | None = None
     routed_experts_problem: str = ""
+    side_call: str = ""
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_token_ids):

@@ -21,6 +21,12 @@ A rewritten reply (the next call forked with ``reply rewritten``: the agent put 
 in its history than the model sampled) is *abandoned*: its tokens stay in its segment with
 loss mask 0 and log prob 0, so nothing trains on a generation the episode's reward never saw;
 a segment left with no sampled token is dropped (a two-call episode is then one Sample).
+
+Side calls (``CallTrace.side_call``: a title, a classifier; gateway/side_calls.py) are outside
+the main conversation: they are left out by default (``train_side_calls`` false), and otherwise
+each lane is merged on its own (the main conversation's calls with each other, the side calls
+with each other). An episode made only of side calls has no other conversation: its calls are
+merged and trained as its main one.
 """
 
 from __future__ import annotations
@@ -92,15 +98,31 @@ def _extends(previous: CallTrace, trace: CallTrace) -> bool:
     )
 
 
-def _split(traces: Sequence[CallTrace]) -> list[list[int]]:
-    """Call indices of each prefix-extending run, in call order."""
+def _split(traces: Sequence[CallTrace], lane: list[int]) -> list[list[int]]:
+    """Call indices of each prefix-extending run of a lane's calls, in call order."""
     runs: list[list[int]] = []
-    for index, trace in enumerate(traces):
-        if runs and _extends(traces[runs[-1][-1]], trace):
+    for index in lane:
+        if runs and _extends(traces[runs[-1][-1]], traces[index]):
             runs[-1].append(index)
         else:
             runs.append([index])
     return runs
+
+
+def lanes(traces: Sequence[CallTrace], train_side_calls: bool = False) -> list[list[int]]:
+    """The call indices merged into samples: the main conversation's, then (when trained) the
+    side calls'. Only side calls: they are the episode's main conversation."""
+    main = [i for i, trace in enumerate(traces) if not trace.side_call]
+    side = [i for i, trace in enumerate(traces) if trace.side_call]
+    if not main:
+        return [side]
+    return [main, side] if train_side_calls and side else [main]
+
+
+def untrained_side_calls(traces: Sequence[CallTrace], train_side_calls: bool = False) -> int:
+    """How many of the episode's calls are side calls left out of its samples."""
+    merged = {i for lane in lanes(traces, train_side_calls) for i in lane}
+    return sum(1 for i, trace in enumerate(traces) if trace.side_call and i not in merged)
 
 
 def _build(traces: Sequence[CallTrace], calls: list[int]) -> Segment:
@@ -120,7 +142,7 @@ def _build(traces: Sequence[CallTrace], calls: list[int]) -> Segment:
         content = trace.response_message.get("content") if trace.response_message else None
         if isinstance(content, str):
             texts.append(content)
-        following = traces[index + 1] if index + 1 < len(traces) else None
+        following = _next_in_lane(traces, index)
         if following is not None and following.chain_break == REPLY_REWRITTEN:
             abandoned.append(index)  # the episode went on with another text: not trained
             continue
@@ -134,16 +156,27 @@ def _build(traces: Sequence[CallTrace], calls: list[int]) -> Segment:
     )
 
 
-def merge_traces(traces: Sequence[CallTrace]) -> list[Segment]:
+def _next_in_lane(traces: Sequence[CallTrace], index: int) -> CallTrace | None:
+    """The call after ``index`` on its lane (a side call's next side call, a main call's next main call)."""
+    side = bool(traces[index].side_call)
+    for following in traces[index + 1 :]:
+        if bool(following.side_call) == side:
+            return following
+    return None
+
+
+def merge_traces(traces: Sequence[CallTrace], train_side_calls: bool = False) -> list[Segment]:
     """Split an episode's calls into prefix-extending segments.
 
     Segments without a prompt token or without a sampled token are dropped: they carry
     nothing to train on and would break slime's invariants.
 
     :param traces: the session's calls in call order (``Gateway.traces``).
-    :returns: the segments in call order.
+    :param train_side_calls: merge the side calls too (each lane on its own; see the module).
+    :returns: the segments in the order of their first call.
     """
-    segments = [_build(traces, calls) for calls in _split(traces)]
+    runs = [run for lane in lanes(traces, train_side_calls) for run in _split(traces, lane)]
+    segments = [_build(traces, calls) for calls in sorted(runs)]
     return [s for s in segments if s.prompt_length >= 1 and s.sampled_tokens >= 1]
 
 
@@ -159,6 +192,7 @@ def merge_traces_to_samples(
     session_id: str,
     reward: float,
     rollout_id: int,
+    train_side_calls: bool = False,
 ) -> list[Any]:
     """Turn an episode's traces into slime Samples, one per prefix-extending segment.
 
@@ -168,10 +202,11 @@ def merge_traces_to_samples(
     :param session_id: the episode's session id (``Sample.session_id`` and metadata).
     :param reward: the episode's raw reward, set on every segment.
     :param rollout_id: slime's rollout id, the same for every segment of the episode.
+    :param train_side_calls: train the side calls too (``TRAIN_SIDE_CALLS``).
     :returns: the Samples (empty when no segment has a sampled token).
     """
     sample_cls = type(template)
-    segments = merge_traces(traces)
+    segments = merge_traces(traces, train_side_calls)
     samples = []
     for number, segment in enumerate(segments):
         record = ShimRecord(
