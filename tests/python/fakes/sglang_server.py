@@ -30,8 +30,8 @@ slime's sglang-router 0.3.2 in front of such engines.
   rows of positions ``[min(routed_experts_start_len, seqlen - 1), seqlen - 1)`` of prompt +
   output (``state_capturer/base.py`` ``get_topk``, ``detokenizer_manager.py``
   ``_b64_encode_per_request``); a start below 0 or past the prompt is a 400 (the scheduler's
-  ``set_finish_with_abort``); an engine without the flag returns none. Each row is
-  :func:`routed_row`, a function of the tokens up to its position, as a real model's routing is.
+  ``set_finish_with_abort``); an engine without the flag returns none. The rows are
+  :func:`routed_rows`, a function of each position's context, as a real model's routing is.
 - ``GET /health``, ``/health_generate`` (200, empty), ``GET /model_info`` and
   ``/get_model_info`` (0.5.13 keys), ``GET /v1/models`` (with ``max_model_len``),
   ``POST /abort_request``; ``GET /ready`` only as 0.5.23 (0.5.13 has no such route).
@@ -46,7 +46,6 @@ import base64
 import json
 import math
 import time
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -88,22 +87,18 @@ class MoeShape:
     experts: int = 8
 
 
-def routed_row(tokens: list[int], position: int, shape: MoeShape) -> np.ndarray:
-    """The experts the scripted model routes ``tokens[position]`` to: ``layers x topk`` distinct
-    ids per layer, a function of the token, its position and the tokens before it (a real
-    model's routing depends on the whole prefix)."""
-    prefix = np.asarray(tokens[: position + 1], dtype=np.int64).tobytes()
-    base = zlib.crc32(prefix)
-    layers = np.arange(shape.layers, dtype=np.int64)[:, None]
-    picks = np.arange(shape.topk, dtype=np.int64)[None, :]
-    return ((base + layers * 5 + picks) % shape.experts).astype(np.int32)
-
-
 def routed_rows(tokens: list[int], start: int, end: int, shape: MoeShape) -> np.ndarray:
-    """Rows of positions ``[start, end)`` (``(end - start, layers, topk)`` int32)."""
-    rows = [routed_row(tokens, p, shape) for p in range(start, end)]
-    empty = np.zeros((0, shape.layers, shape.topk), dtype=np.int32)
-    return np.stack(rows) if rows else empty
+    """The experts the scripted model routes the tokens of positions ``[start, end)`` to:
+    ``(end - start, layers, topk)`` int32, ``topk`` distinct ids per layer, each row a function
+    of its token, the token before it and its position (a real model's routing depends on the
+    context; this one on enough of it that a token's row changes with its neighbour)."""
+    ids = np.asarray(tokens, dtype=np.int64)
+    positions = np.arange(start, end, dtype=np.int64)
+    before = np.where(positions > 0, ids[np.maximum(positions - 1, 0)], -1)
+    base = (ids[start:end] * 2654435761 + before * 40503 + positions * 97) % 1_000_003
+    layers = np.arange(shape.layers, dtype=np.int64)[None, :, None]
+    picks = np.arange(shape.topk, dtype=np.int64)[None, None, :]
+    return ((base[:, None, None] + layers * 5 + picks) % shape.experts).astype(np.int32)
 
 
 def fake_logprob(token_id: int, position: int) -> float:
