@@ -72,7 +72,7 @@ def test_claude_code_title_call_is_a_side_call_and_the_main_calls_are_not() -> N
 
 def test_a_tool_less_call_that_opens_another_conversation_is_a_side_call() -> None:
     first = MESSAGES.parse(dump_json(CLAUDE[1]["body"]))
-    summary = dict(CLAUDE[1]["body"], tools=[], system="Summarize this page.", output_config={"effort": "low"})
+    summary = dict(CLAUDE[1]["body"], tools=[], system="Summarize this page.")
     summary["messages"] = [{"role": "user", "content": "page text"}]
     parsed = MESSAGES.parse(dump_json(summary))
     assert side_call(parsed, normalize_messages(parsed.messages), _chain(first)) == (
@@ -139,7 +139,8 @@ def test_codex_developer_messages_open_as_one_system_message() -> None:
 
 def test_codex_late_developer_message_is_rendered_in_place() -> None:
     body = json.loads(json.dumps(CODEX[1]["body"]))
-    body["input"].append({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "mode"}]})
+    late = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "mode"}]}
+    body["input"].append(late)
     chat = RESPONSES.parse(dump_json(body))
     assert chat.messages[-1] == {"role": "user", "content": REMINDER_OPEN + "mode\n</system-reminder>"}
     before = RESPONSES.parse(dump_json(CODEX[1]["body"])).messages

@@ -126,7 +126,8 @@ def test_claude_code_print_mode(stand, tokenizer, tmp_path: Path, variables: dic
     assert len(main) == 2 and [s.calls for s in merge_traces(traces)] == [[traces.index(t) for t in main]]
     assert untrained_side_calls(traces) == len(traces) - 2  # the session title, when it is asked for
     assert all("without tools" in t.side_call for t in traces if t.side_call)
-    assert_prompt_holds(engine, tokenizer, ["You are a Claude agent", '"name": "Bash"', '"name": "Agent"', OUTPUT])
+    expected = ["You are a Claude agent", '"name": "Bash"', '"name": "Agent"', OUTPUT]
+    assert_prompt_holds(engine, tokenizer, expected)
     assert "x-anthropic-billing-header" not in tokenizer.decode(engine.requests[-1]["input_ids"])
 
 
@@ -150,5 +151,5 @@ def test_codex_exec(stand, tokenizer, tmp_path: Path) -> None:
     traces = gateway.finish_session("cx")
     assert len(traces) == 2 and not any(t.side_call for t in traces)
     assert [s.calls for s in merge_traces(traces)] == [[0, 1]]
-    tools = ['"name": "exec_command"', '"name": "spawn_agent"', "You are a coding agent running in the Codex CLI"]
+    tools = ['"name": "exec_command"', '"name": "spawn_agent"', "You are a coding agent running in the Codex"]
     assert_prompt_holds(engine, tokenizer, [*tools, OUTPUT])
