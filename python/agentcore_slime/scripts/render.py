@@ -259,12 +259,16 @@ def _misc_flags(c: dict[str, Value], variant: Variant) -> list[list[str]]:
     else:
         rollout = int(str(c["ROLLOUT_NUM_GPUS"]))
         flags += [["--actor-num-gpus-per-node", str(gpus - rollout)], ["--rollout-num-gpus", str(rollout)]]
+    # after --rollout-num-gpus, never before: slime's pre-parser of the engine size (a parser of
+    # --rollout-num-gpus-per-engine alone, argparse's allow_abbrev on) reads --rollout-num-gpus
+    # as an abbreviation of it; placed last, the exact flag's value is the one that stays
+    # (tests/python/scripts/test_slime_prefixes.py)
+    flags.append(["--rollout-num-gpus-per-engine", _num(c["ROLLOUT_GPUS_PER_ENGINE"])])
     return flags
 
 
 def _sglang_flags(c: dict[str, Value]) -> list[list[str]]:
     flags = [
-        ["--rollout-num-gpus-per-engine", _num(c["ROLLOUT_GPUS_PER_ENGINE"])],
         ["--sglang-data-parallel-size", _num(c["SGLANG_DATA_PARALLEL_SIZE"])],
         ["--sglang-mem-fraction-static", _num(c["SGLANG_MEM_FRACTION_STATIC"])],
         ["--sglang-log-level", "error"],
