@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.abc
 import importlib.machinery
+import json
 import subprocess
 import sys
 import traceback
@@ -74,6 +75,34 @@ class _StandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
+#: argparse's own action classes by the ``action=`` name that makes them
+_KINDS = {
+    argparse._StoreAction: "store",
+    argparse._StoreConstAction: "store_const",
+    argparse._StoreTrueAction: "store_true",
+    argparse._StoreFalseAction: "store_false",
+    argparse._AppendAction: "append",
+    argparse._AppendConstAction: "append_const",
+    argparse._CountAction: "count",
+    argparse._ExtendAction: "extend",
+    argparse.BooleanOptionalAction: "boolean_optional",
+}
+
+
+def _describe(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """What decides how ``parser`` reads a command line: ``allow_abbrev`` and, per optional
+    action, its option strings, dest, how many values it takes and what it does with them (a
+    class of its own, such as SGLang's deprecated alias, as ``custom``)."""
+    actions = []
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        kind = next((name for cls, name in _KINDS.items() if type(action) is cls), "custom")
+        nargs = action.nargs if kind in ("store", "append", "extend", "custom") else None
+        actions.append([action.option_strings, action.dest, kind, nargs])
+    return {"allow_abbrev": parser.allow_abbrev, "actions": actions}
+
+
 def _commit(directory: str) -> str:
     done = subprocess.run(["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else "(not a git checkout)"
@@ -94,15 +123,19 @@ def main() -> None:
     parser.add_argument("--slime-commit", default="", help="the commit, when --slime is not a git checkout")
     parser.add_argument("--megatron-commit", default="", help="the commit, when --megatron is not a git checkout")
     parser.add_argument("--stand-in", action="append", default=[], help="a module no parser needs")
+    parser.add_argument("--patched", default="", help="the patches applied (the file's header)")
+    parser.add_argument("--parsers", default="", help="also write each parser slime builds, as JSON, here")
     options = parser.parse_args()
     sys.path[:0] = [options.slime, options.megatron]
     sys.meta_path.insert(0, _StandIn(options.stand_in))
 
     seen: set[str] = set()
     renamed: dict[str, str] = {}
+    parsers: list[dict[str, Any]] = []
 
     def recording(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
         seen.update(o for o in self._option_string_actions if o.startswith("--"))
+        parsers.append(_describe(self))
         for option, action in self._option_string_actions.items():
             new = getattr(action, "new_flag", None)
             if "Deprecated" in type(action).__name__ and isinstance(new, str):
@@ -130,10 +163,15 @@ def main() -> None:
     print(f"# slime {options.slime_commit or _commit(options.slime)}")
     print(f"# Megatron-LM {options.megatron_commit or _commit(options.megatron)}")
     print(f"# sglang {_version('sglang')}, sglang-router {_version('sglang-router')}")
+    print(f"# patched as slime's docker/Dockerfile patches them: {options.patched or 'no'}")
     print(f"# stand-ins: {', '.join(options.stand_in) or 'none'}")
     print("# FLAG, or FLAG -> NEW for a deprecated alias (accepted with a warning)")
     for flag in sorted(seen):
         print(f"{flag} -> {renamed[flag]}" if flag in renamed else flag)
+    if options.parsers:
+        with open(options.parsers, "w", encoding="utf-8") as out:
+            json.dump({"stack": options.stack, "parsers": parsers}, out, indent=0, separators=(",", ":"))
+            out.write("\n")
 
 
 if __name__ == "__main__":
