@@ -93,11 +93,13 @@ def generation_stop_ids(model_dir: str) -> list[int]:
     return [int(v) for v in values if isinstance(v, int)]
 
 
-def _parser(name: str | None, table: dict[str, str], what: str, env: str) -> str | None:
+def _parser(
+    name: str | None, table: dict[str, str | None] | dict[str, str], what: str, env: str
+) -> str | None:
     if not name:
         return None
     if name in table:
-        return table[name]
+        return table[name]  # None: no renderers parser (the gateway's own reads it)
     names = ", ".join(sorted(table))
     raise ConfigError(f"unknown {what} {name!r}", f"set {env} to one of: {names}, or unset it")
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-Tools = list[dict[str, Any]]
+from . import tool_call_formats as formats
+from .tool_call_parts import Format, Found, Tools, Unparseable, dump, json_calls, literal, schemas, unclosed
 
 
 @dataclass
@@ -42,85 +42,10 @@ class ToolCallText:
     errors: list[str] = field(default_factory=list)
 
 
-class _Unparseable(Exception):
-    """The detector gives up on the whole text (SGLang: an exception inside its parse)."""
-
-
-@dataclass
-class _Found:
-    normal: str
-    calls: list[tuple[str, str]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Format:
-    marker: str  # what SGLang's has_tool_call looks for
-    hint: str  # the start of a call in this family (flags a call the marker does not match)
-    parse: Callable[[str, Tools], _Found]
-
-    def seen_in(self, text: str) -> bool:
-        """Whether ``text`` holds the start of a call of this format."""
-        return self.marker in text or self.hint in text
-
-
-# --------------------------------------------------------------------------- shared
-def _schemas(tools: Tools) -> dict[str, dict[str, Any]]:
-    """Tool name -> its parameters schema (``{}`` when it has none)."""
-    out: dict[str, dict[str, Any]] = {}
-    for tool in tools:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(function, dict) and isinstance(function.get("name"), str) and function["name"]:
-            params = function.get("parameters")
-            out.setdefault(function["name"], params if isinstance(params, dict) else {})
-    return out
-
-
-def _dump(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError) as err:  # a set or bytes from a Python literal
-        raise _Unparseable(f"arguments are not JSON ({err})") from None
-
-
-def _json_calls(actions: Any, tools: Tools, found: _Found) -> None:
-    """JSON call objects (``name`` + ``arguments`` or ``parameters``) -> calls.
-
-    As SGLang: a call to a tool that was not offered (or without a name) is left out; the
-    arguments are ``parameters`` when truthy, else ``arguments`` (``{}`` when absent), passed
-    on whatever they are. Anything but an object ends the whole parse.
-    """
-    names = _schemas(tools)
-    for action in actions if isinstance(actions, list) else [actions]:
-        if not isinstance(action, dict):
-            raise _Unparseable("a tool call is not a JSON object")
-        name = action.get("name")
-        if not (isinstance(name, str) and name in names):
-            found.errors.append(f"unknown tool {name!r}" if name else "a tool call without a name")
-            continue
-        arguments = action.get("parameters") or action.get("arguments", {})
-        if not isinstance(arguments, dict):
-            found.errors.append(f"arguments of {name!r} are not an object")
-        found.calls.append((name, _dump(arguments)))
-
-
-def _unclosed(text: str, start: str, closed: int) -> list[str]:
-    """One error per ``start`` marker beyond the ``closed`` blocks that were matched."""
-    return ["a tool call without its closing tag"] * max(0, text.count(start) - closed)
-
-
-def _literal(value: str) -> Any:
-    """A Python literal's value (SGLang's last resort for a value), or raise ValueError."""
-    try:
-        return ast.literal_eval(value)
-    except Exception as err:  # noqa: BLE001 - literal_eval raises many kinds on odd text
-        raise ValueError(str(err)) from None
-
-
 # --------------------------------------------------------------------------- JSON formats
-def _hermes(text: str, tools: Tools) -> _Found:
+def _hermes(text: str, tools: Tools) -> Found:
     """``<tool_call>{json}</tool_call>`` (a last block may be unclosed); any bad block fails all."""
-    found = _Found(text[: text.find("<tool_call>")].strip())
+    found = Found(text[: text.find("<tool_call>")].strip())
     for match in re.finditer(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", text, re.DOTALL):
         raw = match.group(1) if match.group(1) is not None else match.group(2)
         if match.group(2) is not None:
@@ -131,14 +56,14 @@ def _hermes(text: str, tools: Tools) -> _Found:
         try:
             action = json.loads(raw.strip())
         except ValueError:
-            raise _Unparseable("a tool call is not valid JSON") from None
-        _json_calls(action, tools, found)
+            raise Unparseable("a tool call is not valid JSON") from None
+        json_calls(action, tools, found)
     return found
 
 
-def _qwen25(text: str, tools: Tools) -> _Found:
+def _qwen25(text: str, tools: Tools) -> Found:
     """``<tool_call>\\n{json}\\n</tool_call>`` blocks; a block that is not JSON is skipped."""
-    found = _Found(text[: text.find("<tool_call>\n")].strip())
+    found = Found(text[: text.find("<tool_call>\n")].strip())
     blocks = re.findall(r"<tool_call>\n(.*?)\n</tool_call>", text, re.DOTALL)
     for block in blocks:
         try:
@@ -146,8 +71,8 @@ def _qwen25(text: str, tools: Tools) -> _Found:
         except ValueError:
             found.errors.append("a tool call is not valid JSON")
             continue
-        _json_calls(action, tools, found)
-    found.errors += _unclosed(text, "<tool_call>", len(blocks))
+        json_calls(action, tools, found)
+    found.errors += unclosed(text, "<tool_call>", len(blocks))
     return found
 
 
@@ -157,20 +82,20 @@ _DEEPSEEK_DETAIL = re.compile(
 )
 
 
-def _deepseekv3(text: str, tools: Tools) -> _Found:
+def _deepseekv3(text: str, tools: Tools) -> Found:
     """``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\nARGS\\n```<｜tool▁call▁end｜>``."""
-    found = _Found(text[: text.find("<｜tool▁calls▁begin｜>")].strip())
+    found = Found(text[: text.find("<｜tool▁calls▁begin｜>")].strip())
     blocks = _DEEPSEEK_CALL.findall(text)
     for block in blocks:
         detail = _DEEPSEEK_DETAIL.search(block)
         if detail is None:
-            raise _Unparseable("a tool call is not in the function<｜tool▁sep｜>NAME ```json``` form")
+            raise Unparseable("a tool call is not in the function<｜tool▁sep｜>NAME ```json``` form")
         try:
             arguments = json.loads(detail.group(3))
         except ValueError:
-            raise _Unparseable("a tool call's arguments are not valid JSON") from None
-        _json_calls({"name": detail.group(2), "parameters": arguments}, tools, found)
-    found.errors += _unclosed(text, "<｜tool▁call▁begin｜>", len(blocks))
+            raise Unparseable("a tool call's arguments are not valid JSON") from None
+        json_calls({"name": detail.group(2), "parameters": arguments}, tools, found)
+    found.errors += unclosed(text, "<｜tool▁call▁begin｜>", len(blocks))
     return found
 
 
@@ -213,18 +138,18 @@ def _coder_value(value: str, name: str, properties: dict[str, Any]) -> Any:
         except ValueError:
             pass
     try:
-        return _literal(value)
+        return literal(value)
     except ValueError:
         return value
 
 
-def _coder_properties(name: str, schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    params = schemas.get(name, {})
+def _coder_properties(name: str, offered: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    params = offered.get(name, {})
     properties = params.get("properties", params) if isinstance(params, dict) else {}
     return properties if isinstance(properties, dict) else {}
 
 
-def _qwen3_coder(text: str, tools: Tools) -> _Found:
+def _qwen3_coder(text: str, tools: Tools) -> Found:
     """``<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>``.
 
     As SGLang: a text with no closed block but a ``<function=`` is read whole (a call cut off
@@ -234,10 +159,10 @@ def _qwen3_coder(text: str, tools: Tools) -> _Found:
     start = text.find("<tool_call>")
     if start < 0:
         start = text.find("<function=")
-    found = _Found(text[:start] if start > 0 else "")
-    schemas = _schemas(tools)
+    found = Found(text[:start] if start > 0 else "")
+    offered = schemas(tools)
     blocks = _CODER_BLOCK.findall(text)
-    found.errors += _unclosed(text, "<tool_call>", len(blocks))
+    found.errors += unclosed(text, "<tool_call>", len(blocks))
     if not blocks and "<function=" in text:
         blocks = [text]
     for block in blocks:
@@ -250,9 +175,9 @@ def _qwen3_coder(text: str, tools: Tools) -> _Found:
                 found.errors.append("a tool call without <function=NAME>")
                 continue
             name, params = body[: body.index(">")], body[body.index(">") + 1 :]
-            if name not in schemas:
+            if name not in offered:
                 found.errors.append(f"unknown tool {name!r}")
-            properties = _coder_properties(name, schemas)
+            properties = _coder_properties(name, offered)
             arguments: dict[str, Any] = {}
             for match in _CODER_PARAMETER.findall(params):
                 if ">" not in match:
@@ -260,7 +185,7 @@ def _qwen3_coder(text: str, tools: Tools) -> _Found:
                 key, value = match[: match.index(">")], match[match.index(">") + 1 :]
                 value = value.removeprefix("\n").removesuffix("\n")
                 arguments[key] = _coder_value(value, key, properties)
-            found.calls.append((name, _dump(arguments)))
+            found.calls.append((name, dump(arguments)))
     return found
 
 
@@ -332,7 +257,7 @@ def _glm_value(raw: str, kind: str | None) -> Any:
     except (ValueError, SyntaxError):
         return raw
     except Exception as err:  # noqa: BLE001 - SGLang gives up on the whole text here
-        raise _Unparseable(f"an argument value cannot be read ({err})") from None
+        raise Unparseable(f"an argument value cannot be read ({err})") from None
 
 
 def _glm_arguments(pairs: list[tuple[str, str]], properties: dict[str, Any]) -> dict[str, Any]:
@@ -342,12 +267,12 @@ def _glm_arguments(pairs: list[tuple[str, str]], properties: dict[str, Any]) -> 
         kind = schema_type(properties.get(key)) if key in properties else None
         value = _glm_value(raw, kind)
         if kind == "string" and not isinstance(value, str):
-            value = _dump(value) if isinstance(value, dict | list) else str(value)
+            value = dump(value) if isinstance(value, dict | list) else str(value)
         arguments[key] = value
     return arguments
 
 
-def _glm(text: str, tools: Tools, detail: re.Pattern[str], between: bool) -> _Found:
+def _glm(text: str, tools: Tools, detail: re.Pattern[str], between: bool) -> Found:
     """``<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>``: GLM-4.5/4.6
     write a newline after the name (a call without one is skipped), GLM-4.7/5 need none and
     keep the text between and after the calls (``between``)."""
@@ -360,8 +285,8 @@ def _glm(text: str, tools: Tools, detail: re.Pattern[str], between: bool) -> _Fo
         normal = "".join([*kept, text[last:]]).strip()
     else:
         normal = text[: text.find("<tool_call>")].strip()
-    found = _Found(normal)
-    schemas = _schemas(tools)
+    found = Found(normal)
+    offered = schemas(tools)
     for block in blocks:
         match = detail.search(block.group(0))
         if match is None:
@@ -371,33 +296,37 @@ def _glm(text: str, tools: Tools, detail: re.Pattern[str], between: bool) -> _Fo
         pairs = _GLM_PAIR.findall(args)
         if args.count("<arg_key>") > len(pairs):
             found.errors.append("an <arg_key> without its <arg_value>")
-        params = schemas.get(name, {})
+        params = offered.get(name, {})
         properties = params.get("properties") if isinstance(params, dict) else None
         arguments = _glm_arguments(pairs, properties if isinstance(properties, dict) else {})
-        _json_calls({"name": name, "parameters": arguments}, tools, found)
-    found.errors += _unclosed(text, "<tool_call>", len(blocks))
+        json_calls({"name": name, "parameters": arguments}, tools, found)
+    found.errors += unclosed(text, "<tool_call>", len(blocks))
     return found
 
 
-def _glm45(text: str, tools: Tools) -> _Found:
+def _glm45(text: str, tools: Tools) -> Found:
     return _glm(text, tools, _GLM45_DETAIL, between=False)
 
 
-def _glm47(text: str, tools: Tools) -> _Found:
+def _glm47(text: str, tools: Tools) -> Found:
     return _glm(text, tools, _GLM47_DETAIL, between=True)
 
 
 # --------------------------------------------------------------------------- entry point
 #: SGLang ``--tool-call-parser`` name -> the format its detector reads
-FORMATS: dict[str, _Format] = {
-    "qwen": _Format("<tool_call>\n", "<tool_call>", _qwen25),
-    "qwen25": _Format("<tool_call>\n", "<tool_call>", _qwen25),
-    "hermes": _Format("<tool_call>", "<tool_call>", _hermes),
-    "qwen3_coder": _Format("<tool_call>", "<tool_call>", _qwen3_coder),
-    "glm45": _Format("<tool_call>", "<tool_call>", _glm45),
-    "glm": _Format("<tool_call>", "<tool_call>", _glm45),
-    "glm47": _Format("<tool_call>", "<tool_call>", _glm47),
-    "deepseekv3": _Format("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", _deepseekv3),
+FORMATS: dict[str, Format] = {
+    "qwen": Format("<tool_call>\n", "<tool_call>", _qwen25),
+    "qwen25": Format("<tool_call>\n", "<tool_call>", _qwen25),
+    "hermes": Format("<tool_call>", "<tool_call>", _hermes),
+    "qwen3_coder": Format("<tool_call>", "<tool_call>", _qwen3_coder),
+    "glm45": Format("<tool_call>", "<tool_call>", _glm45),
+    "glm": Format("<tool_call>", "<tool_call>", _glm45),
+    "glm47": Format("<tool_call>", "<tool_call>", _glm47),
+    "deepseekv3": Format("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", _deepseekv3),
+    "deepseekv31": Format("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", formats.deepseekv31),
+    "kimi_k2": Format("<|tool_calls_section_begin|>", "<|tool_call_begin|>", formats.kimi_k2),
+    "minimax-m2": Format("<minimax:tool_call>", "<invoke name=", formats.minimax_m2),
+    "llama3": Format("<|python_tag|>", "<|python_tag|>", formats.llama3, formats.llama3_detects),
 }
 
 
@@ -413,14 +342,14 @@ def parse_tool_calls(parser: str, text: str, tools: Tools | None) -> ToolCallTex
     :raises KeyError: for a parser name not in :data:`FORMATS`.
     """
     form = FORMATS[parser]
-    if form.marker not in text:
+    if not form.has_call(text):
         hinted = form.hint in text and bool(tools)
         return ToolCallText(text, errors=[f"a tool call not in the {form.marker!r} form"] if hinted else [])
     if not tools:
         return ToolCallText(text, errors=["a tool call while no tools were offered"])
     try:
         found = form.parse(text, tools)
-    except _Unparseable as err:
+    except Unparseable as err:
         return ToolCallText(text, errors=[str(err)])
     if not found.calls:
         return ToolCallText(text, errors=found.errors or ["no tool call could be read"])

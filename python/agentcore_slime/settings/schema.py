@@ -43,8 +43,9 @@ NONE = "none"
 AUTO = "auto"
 
 #: SGLang ``--tool-call-parser`` names the gateway can parse too -> the ``renderers`` tool parser
-#: it uses for chat-template models (tests keep the values in step with the installed library)
-TOOL_CALL_PARSERS: dict[str, str] = {
+#: it uses for chat-template models (tests keep the values in step with the installed library;
+#: None: renderers has none, the gateway's own parser reads the calls, gateway/tool_calls.py)
+TOOL_CALL_PARSERS: dict[str, str | None] = {
     "qwen": "qwen3",  # Qwen2.5 Hermes-style <tool_call>{json}</tool_call>
     "qwen25": "qwen3",
     "hermes": "qwen3",
@@ -53,6 +54,10 @@ TOOL_CALL_PARSERS: dict[str, str] = {
     "glm": "glm",  # SGLang's alias of glm45
     "glm47": "glm",  # GLM-4.7/5: no newline after the name
     "deepseekv3": "deepseek-v3",
+    "kimi_k2": None,  # Kimi-K2: <|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{json}
+    "minimax-m2": None,  # MiniMax-M2: <minimax:tool_call><invoke name=".."><parameter name="..">
+    "deepseekv31": None,  # DeepSeek-V3.1: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}
+    "llama3": None,  # Llama 3.x: <|python_tag|>{"name": .., "parameters": ..}
 }
 #: SGLang ``--reasoning-parser`` names the gateway can parse too -> ``renderers`` reasoning parser
 REASONING_PARSERS: dict[str, str] = {
@@ -61,6 +66,11 @@ REASONING_PARSERS: dict[str, str] = {
     "deepseek-r1": "think",
     "glm45": "think",
     "kimi": "think",
+    "kimi_k2": "think",
+    "deepseek-v3": "think",
+    # SGLang reads MiniMax-M2's text as reasoning up to </think> even without <think>; the
+    # minimax-m2 renderers family (RENDERER_FAMILY=auto) splits it itself
+    "minimax": "think",
 }
 #: renderer families of the pinned ``renderers`` (0.1.12): ``auto`` = infer from MODEL_DIR,
 #: ``default`` = the model's own chat template (a test compares this with the installed library)

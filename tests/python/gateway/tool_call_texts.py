@@ -10,6 +10,7 @@ call no parser can turn into a valid one (or one cut off by the length limit).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 TOOLS: list[dict[str, Any]] = [
@@ -44,8 +45,6 @@ TOOLS: list[dict[str, Any]] = [
 
 # ------------------------------------------------------------------ per-family call writers
 def _json_call(name: str, args: dict[str, Any], newlines: bool = True) -> str:
-    import json
-
     body = json.dumps({"name": name, "arguments": args}, ensure_ascii=False)
     return f"<tool_call>\n{body}\n</tool_call>" if newlines else f"<tool_call>{body}</tool_call>"
 
@@ -71,6 +70,34 @@ def _deepseek_calls(*calls: tuple[str, str]) -> str:
         for name, args in calls
     )
     return f"<｜tool▁calls▁begin｜>{inner}<｜tool▁calls▁end｜>"
+
+
+def _kimi_calls(*calls: tuple[str, str]) -> str:
+    inner = "".join(
+        f"<|tool_call_begin|>{call_id}<|tool_call_argument_begin|>{args}<|tool_call_end|>"
+        for call_id, args in calls
+    )
+    return f"<|tool_calls_section_begin|>{inner}<|tool_calls_section_end|>"
+
+
+def _minimax_invoke(name: str, args: dict[str, str]) -> str:
+    params = "".join(f'<parameter name="{k}">{v}</parameter>\n' for k, v in args.items())
+    return f'<invoke name="{name}">\n{params}</invoke>\n'
+
+
+def _minimax_block(*invokes: str) -> str:
+    return "<minimax:tool_call>\n" + "".join(invokes) + "</minimax:tool_call>"
+
+
+def _deepseek31_calls(*calls: tuple[str, str]) -> str:
+    inner = "".join(
+        f"<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{args}<｜tool▁call▁end｜>" for name, args in calls
+    )
+    return f"<｜tool▁calls▁begin｜>{inner}<｜tool▁calls▁end｜>"
+
+
+def _llama_call(name: str, args: dict[str, Any], key: str = "parameters") -> str:
+    return json.dumps({"name": name, key: args}, ensure_ascii=False)
 
 
 MIXED_JSON = {
@@ -121,15 +148,13 @@ VALID: dict[str, dict[str, str]] = {
         "string": _glm45_call("search", {"q": "cats"}),
         "mixed": _glm45_call("search", MIXED_TEXT),
         "digits of a string": _glm45_call("search", {"q": "12345"}),
-        "two calls": _glm45_call("search", {"q": "cats"})
-        + _glm45_call("calculator", {"expression": "2+2"}),
+        "two calls": _glm45_call("search", {"q": "cats"}) + _glm45_call("calculator", {"expression": "2+2"}),
         "text then call": "Let me look that up.\n" + _glm45_call("search", {"q": "cats"}),
     },
     "glm47": {
         "string": _glm47_call("search", {"q": "cats"}),
         "mixed": _glm47_call("search", MIXED_TEXT),
-        "two calls": _glm47_call("search", {"q": "cats"})
-        + _glm47_call("calculator", {"expression": "2+2"}),
+        "two calls": _glm47_call("search", {"q": "cats"}) + _glm47_call("calculator", {"expression": "2+2"}),
         "text around calls": "Looking.\n" + _glm47_call("search", {"q": "cats"}) + "\nDone.",
     },
     "deepseekv3": {
@@ -137,6 +162,58 @@ VALID: dict[str, dict[str, str]] = {
         "mixed": _deepseek_calls(("search", '{"q": "007", "limit": 5, "exact": true, "tags": ["a"]}')),
         "two calls": _deepseek_calls(("search", '{"q": "cats"}'), ("calculator", '{"expression": "2+2"}')),
         "text then call": "Let me look that up." + _deepseek_calls(("search", '{"q": "cats"}')),
+    },
+    "kimi_k2": {
+        "string": _kimi_calls(("functions.search:0", '{"q": "cats"}')),
+        "mixed": _kimi_calls(("functions.search:0", json.dumps(MIXED_JSON))),
+        "two calls": "\n".join(
+            [
+                _kimi_calls(
+                    ("functions.search:0", '{"q": "a"}'), ("functions.calculator:1", '{"expression": "1"}')
+                )
+            ]
+        ),
+        "text then call": "Let me look that up." + _kimi_calls(("functions.search:0", '{"q": "cats"}')),
+        "spaces and a name without functions.": _kimi_calls(("  search:2 ", ' {"q": "cats"} ')),
+        "a counter for an id": _kimi_calls(("3", '{"expression": "2+2"}')),
+    },
+    "minimax-m2": {
+        "string": _minimax_block(_minimax_invoke("search", {"q": "cats"})),
+        "mixed": _minimax_block(_minimax_invoke("search", MIXED_TEXT)),
+        "two calls in a block": _minimax_block(
+            _minimax_invoke("search", {"q": "cats"}), _minimax_invoke("calculator", {"expression": "2+2"})
+        ),
+        "text between blocks": "First.\n"
+        + _minimax_block(_minimax_invoke("search", {"q": "a"}))
+        + "\nThen.\n"
+        + _minimax_block(_minimax_invoke("calculator", {"expression": "1"}))
+        + "\nDone.",
+        "null and words": _minimax_block(
+            _minimax_invoke("search", {"q": "None", "exact": "yes", "limit": "7.0"})
+        ),
+        "multi-line string": _minimax_block(
+            _minimax_invoke("calculator", {"expression": "\nline one\nline two\n"})
+        ),
+    },
+    "deepseekv31": {
+        "string": _deepseek31_calls(("search", '{"q": "cats"}')),
+        "mixed": _deepseek31_calls(("search", json.dumps(MIXED_JSON))),
+        "two calls": _deepseek31_calls(("search", '{"q": "cats"}'), ("calculator", '{"expression": "2+2"}')),
+        "text then call": "Let me look that up.\n\n" + _deepseek31_calls(("search", '{"q": "cats"}')),
+    },
+    "llama3": {
+        "string": "<|python_tag|>" + _llama_call("search", {"q": "cats"}),
+        "no tag, a JSON object": _llama_call("search", {"q": "cats"}),
+        "mixed": "<|python_tag|>" + _llama_call("search", MIXED_JSON),
+        "two calls": "<|python_tag|>"
+        + _llama_call("search", {"q": "a"})
+        + ";"
+        + _llama_call("calculator", {"expression": "1"}),
+        "text then call": "Let me look that up. <|python_tag|>" + _llama_call("search", {"q": "cats"}),
+        "a Python dict": "<|python_tag|>{'name': 'search', 'parameters': {'q': 'cats', 'exact': True}}",
+        "arguments, a space, text after": "<|python_tag|> "
+        + _llama_call("search", {"q": "x"}, "arguments")
+        + " Done.",
     },
 }
 VALID["qwen"] = VALID["qwen25"]
@@ -189,6 +266,38 @@ MALFORMED: dict[str, dict[str, str]] = {
         "cut off": (
             '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>search\n```json\n{"q": "ca'
         ),
+    },
+    "kimi_k2": {
+        "invalid JSON": _kimi_calls(("functions.search:0", '{"q": oops}')),
+        "a mention": "I would open a <|tool_calls_section_begin|> here.",
+        "unknown tool": _kimi_calls(("functions.browse:0", '{"url": "x"}')),
+        "cut off": "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0"
+        '<|tool_call_argument_begin|>{"q": "ca',
+        "a counter that fits no tool": _kimi_calls(("4", '{"url": "x"}')),
+        "no section": _kimi_calls(("functions.search:0", '{"q": "a"}')).split(">", 1)[1],
+    },
+    "minimax-m2": {
+        "unknown tool": _minimax_block(_minimax_invoke("browse", {"url": "x"})),
+        "a mention": "I would write <minimax:tool_call> here.",
+        "cut off": '<minimax:tool_call>\n<invoke name="search">\n<parameter name="q">ca',
+        "a name never closed": '<minimax:tool_call>\n<invoke name="search>\n</invoke>\n</minimax:tool_call>',
+        "an infinite number": _minimax_block(_minimax_invoke("search", {"q": "a", "score": "inf"})),
+    },
+    "deepseekv31": {
+        "invalid JSON": _deepseek31_calls(("search", "{oops}")),
+        "no separator": "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search {}<｜tool▁call▁end｜>",
+        "unknown tool": _deepseek31_calls(("browse", '{"url": "x"}')),
+        "cut off": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{"q": "ca',
+    },
+    "llama3": {
+        "invalid JSON": '<|python_tag|>{"name": "search", "parameters": {oops}}',
+        "a mention": "I would use <|python_tag|> here.",
+        "unknown tool": "<|python_tag|>" + _llama_call("browse", {"url": "x"}),
+        "cut off": '<|python_tag|>{"name": "search", "param',
+        "not an object": '<|python_tag|>["search"]',
+        "one good, one bad": "<|python_tag|>"
+        + _llama_call("search", {"q": "a"})
+        + '; {"name": "calculator", oops}',
     },
 }
 MALFORMED["qwen"] = MALFORMED["qwen25"]

@@ -25,7 +25,12 @@ DEEPSEEK_TOKENS = ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"
 
 #: family -> (config.json, added tokens, a piece of its chat template, name of the directory)
 SHAPES: dict[str, tuple[dict[str, Any], list[str], str, str]] = {
-    "Qwen2.5": ({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}, QWEN_TOKENS, "", "Qwen2.5-3B-Instruct"),
+    "Qwen2.5": (
+        {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]},
+        QWEN_TOKENS,
+        "",
+        "Qwen2.5-3B-Instruct",
+    ),
     "Qwen3": ({"model_type": "qwen3"}, [*QWEN_TOKENS, "<think>", "</think>"], "enable_thinking", "Qwen3-4B"),
     "Qwen3-Coder": (
         {"model_type": "qwen3_moe"},
@@ -48,8 +53,18 @@ SHAPES: dict[str, tuple[dict[str, Any], list[str], str, str]] = {
         "",
         "Kimi-K2-Instruct",
     ),
-    "MiniMax-M2": ({"model_type": "minimax_m2"}, ["<minimax:tool_call>", "</minimax:tool_call>"], "", "MiniMax-M2"),
-    "Llama 3": ({"model_type": "llama"}, ["<|start_header_id|>", "<|python_tag|>", "<|eom_id|>"], "", "Llama-3.1-8B"),
+    "MiniMax-M2": (
+        {"model_type": "minimax_m2"},
+        ["<minimax:tool_call>", "</minimax:tool_call>"],
+        "",
+        "MiniMax-M2",
+    ),
+    "Llama 3": (
+        {"model_type": "llama"},
+        ["<|start_header_id|>", "<|python_tag|>", "<|eom_id|>"],
+        "",
+        "Llama-3.1-8B",
+    ),
     "DeepSeek-V3": (
         {"model_type": "deepseek_v3"},
         DEEPSEEK_TOKENS,
@@ -59,12 +74,18 @@ SHAPES: dict[str, tuple[dict[str, Any], list[str], str, str]] = {
     "DeepSeek-V3.1": (
         {"model_type": "deepseek_v3"},
         DEEPSEEK_TOKENS,
-        "{% if thinking %}<think>{% else %}</think>{% endif %}'<｜tool▁call▁begin｜>'+ tool['function']['name']",
+        "{% if thinking %}<think>{% else %}</think>{% endif %}"
+        "'<｜tool▁call▁begin｜>'+ tool['function']['name']",
         "my-v31-finetune",
     ),
     "MiMo": ({"model_type": "mimo", "architectures": ["MiMoForCausalLM"]}, QWEN_TOKENS, "", "MiMo-7B-RL"),
     "gpt-oss": ({"model_type": "gpt_oss"}, ["<|start|>", "<|channel|>", "<|call|>"], "", "gpt-oss-20b"),
-    "Gemma 4": ({"model_type": "gemma4", "text_config": {"model_type": "gemma4_text"}}, [], "", "gemma-4-E4B-it"),
+    "Gemma 4": (
+        {"model_type": "gemma4", "text_config": {"model_type": "gemma4_text"}},
+        [],
+        "",
+        "gemma-4-E4B-it",
+    ),
 }
 
 #: family -> (tool-call parser chosen, reasoning parser chosen) when both are unset; a string
@@ -78,13 +99,13 @@ CHOSEN: dict[str, tuple[str | None, str | None]] = {
     "GLM-4.7": ("glm47", "glm45"),
     "GLM-5": ("glm47", "glm45"),
     "DeepSeek-V3": ("deepseekv3", None),
+    "Kimi-K2": ("kimi_k2", "kimi_k2"),
+    "MiniMax-M2": ("minimax-m2", "minimax"),
+    "Llama 3": ("llama3", None),
+    "DeepSeek-V3.1": ("deepseekv31", "deepseek-v3"),
 }
 #: families whose tool-call format the gateway cannot read yet: auto is refused, with the name
 REFUSED: dict[str, str] = {
-    "Kimi-K2": "kimi_k2",
-    "MiniMax-M2": "minimax-m2",
-    "Llama 3": "llama3",
-    "DeepSeek-V3.1": "deepseekv31",
     "MiMo": "mimo",
     "gpt-oss": "gpt-oss",
     "Gemma 4": "gemma4",
@@ -108,7 +129,15 @@ def test_every_family_of_the_table_has_a_shape_here() -> None:
     from agentcore_slime.settings.model_family import FAMILIES
 
     named = {f.name for f in FAMILIES}
-    assert {"Kimi-K2", "MiniMax-M2", "Llama 3", "DeepSeek-V3.1", "MiMo", "gpt-oss (harmony)", "Gemma 4"} <= named
+    assert {
+        "Kimi-K2",
+        "MiniMax-M2",
+        "Llama 3",
+        "DeepSeek-V3.1",
+        "MiMo",
+        "gpt-oss (harmony)",
+        "Gemma 4",
+    } <= named
     assert set(CHOSEN) | set(REFUSED) == set(SHAPES)
 
 
@@ -140,6 +169,8 @@ def test_a_family_the_gateway_cannot_read_yet_is_refused_by_name(tmp_path: Path,
         ("Qwen2.5", "glm45", "qwen or qwen25 or hermes"),
         ("DeepSeek-V3", "hermes", "deepseekv3"),
         ("Kimi-K2", "qwen", "kimi_k2"),
+        ("Llama 3", "qwen", "llama3"),
+        ("MiniMax-M2", "qwen3_coder", "minimax-m2"),
     ],
 )
 def test_a_misfit_tool_call_parser_is_refused_with_the_right_names(
@@ -184,7 +215,9 @@ def test_tokens_are_read_from_tokenizer_json_and_template_files_too(tmp_path: Pa
     (model / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"content": DEEPSEEK_TOKENS[0]}]}))
     (model / "chat_template.jinja").write_text("'<｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>'")
     fit = model_fit(model)
-    assert fit.family is not None and fit.family.name == "DeepSeek-V3" and fit.tool_call_parser == "deepseekv3"
+    assert (
+        fit.family is not None and fit.family.name == "DeepSeek-V3" and fit.tool_call_parser == "deepseekv3"
+    )
 
 
 # ------------------------------------------------------------------ bin/train and bin/doctor
@@ -211,19 +244,24 @@ def test_unset_parsers_pass_and_say_what_was_chosen(make_context: MakeContext, t
     )
 
 
-def test_the_fixture_model_passes_and_a_refused_family_fails(make_context: MakeContext, tmp_path: Path) -> None:
+def test_the_fixture_model_passes_and_a_refused_family_fails(
+    make_context: MakeContext, tmp_path: Path
+) -> None:
     (result,) = check_parsers(make_context())  # Qwen2.5-32B-Instruct (tests/fixtures/doctor/hf)
     assert result.status is Status.PASS and "tool-call parser qwen (chosen from the model)" in result.found
-    kimi = check_parsers(make_context(MODEL_DIR=str(write_model(tmp_path, "Kimi-K2"))))
-    assert "model.tool-call-parser" in [r.check for r in kimi if r.status is Status.FAIL]
+    oss = check_parsers(make_context(MODEL_DIR=str(write_model(tmp_path, "gpt-oss"))))
+    assert [r.check for r in oss if r.status is Status.FAIL] == [
+        "model.tool-call-parser",
+        "model.reasoning-parser",
+    ]
 
 
 def test_the_gateway_chooses_what_the_check_chose(tmp_path: Path) -> None:
     from agentcore_slime.gateway.family import resolve_parsers
 
-    for family in ("Qwen3", "GLM-4.7", "DeepSeek-V3"):
+    for family in ("Qwen3", "GLM-4.7", "DeepSeek-V3", "Kimi-K2", "Llama 3"):
         model = write_model(tmp_path / family, family)
         fit = resolve_parsers(str(model), "auto", AUTO, AUTO)
         assert (fit.tool_call_parser, fit.reasoning_parser) == CHOSEN[family]
-    with pytest.raises(Exception, match="SGLANG_TOOL_CALL_PARSER=kimi_k2, which the gateway cannot read yet"):
-        resolve_parsers(str(write_model(tmp_path / "k", "Kimi-K2")), "auto", AUTO, AUTO)
+    with pytest.raises(Exception, match="SGLANG_TOOL_CALL_PARSER=gpt-oss, which the gateway cannot read yet"):
+        resolve_parsers(str(write_model(tmp_path / "g", "gpt-oss")), "auto", AUTO, AUTO)
