@@ -25,16 +25,24 @@ agent traces and settings (train.log, metrics.jsonl, episodes/, eval/), and a di
 its owner can enter also means no one else can plant a link or a file where the run's shell
 code writes with ``>>`` (train.log). An earlier run's directory and files are tightened when
 reused, never replaced; a directory owned by another user is refused.
+
+The runs directory (``TOOLKIT_RUNS_DIR``, the run directory's parent) and its own parent are
+refused when another user can write them without the sticky bit (as the runtime directory is,
+templates/lib/lock.sh): whoever can write a directory can rename what is in it, and put her own
+``runs/<EXP_ID>/train.sh`` where the printed ``bash runs/<EXP_ID>/train.sh`` finds it. A runs
+directory the toolkit creates is created not writable by others.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import grp
 import hashlib
 import itertools
 import json
 import os
+import pwd
 import stat
 import sys
 import tempfile
@@ -109,6 +117,81 @@ def check_run_dir(run_dir: Path, names: Iterable[str]) -> None:
             )
 
 
+def _others_can_write(info: os.stat_result) -> bool:
+    """Whether a user other than this one can rename entries of a directory with ``info``:
+    writable by others, or by a group someone else is in, and not sticky."""
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & stat.S_ISVTX or not mode & 0o022:
+        return False
+    if mode & 0o002:
+        return True
+    me = os.geteuid()
+    try:
+        group = grp.getgrgid(info.st_gid)
+    except KeyError:
+        return True
+    members = {pwd.getpwnam(name).pw_uid for name in group.gr_mem if _known(name)}
+    members |= {entry.pw_uid for entry in pwd.getpwall() if entry.pw_gid == info.st_gid}
+    return bool(members - {me})
+
+
+def _known(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def make_runs_dir(runs_dir: Path) -> None:
+    """Create the runs directory when needed (not writable by others, whatever the umask), and
+    refuse it, or its parent, when another user could replace what is in it.
+
+    :raises ConfigError: it is another user's (not root's), or others can write it or its parent
+        without the sticky bit; nothing is written then.
+    """
+    missing = [runs_dir, *(p for p in runs_dir.parents if not p.exists())][::-1]
+    try:
+        for path in missing:
+            try:
+                os.mkdir(path, 0o755)
+            except FileExistsError:
+                continue
+            os.chmod(path, 0o755)  # mkdir's mode went through the umask
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the runs directory {runs_dir}: {exc.strerror or exc}",
+            "choose a TOOLKIT_RUNS_DIR you can write to",
+        ) from exc
+    me = os.geteuid()
+    for where in (runs_dir, runs_dir.resolve().parent):
+        info = os.stat(where)
+        if where == runs_dir and info.st_uid not in (me, 0):
+            raise ConfigError(
+                f"the runs directory {runs_dir} belongs to {_owner(info.st_uid)}, not to you: its "
+                "owner can replace the run directories in it",
+                "set TOOLKIT_RUNS_DIR to a directory of yours",
+            )
+        if _others_can_write(info):
+            what = "the runs directory"
+            if where != runs_dir:
+                what = f"the parent of the runs directory {runs_dir},"
+            raise ConfigError(
+                f"{what} {where} is writable by other users (mode {stat.S_IMODE(info.st_mode):04o}, "
+                "no sticky bit): another user could replace the run directory, and its train.sh, "
+                "with her own",
+                f"chmod go-w {where} (or chmod +t {where}), or set TOOLKIT_RUNS_DIR to a directory "
+                "only you can write",
+            )
+
+
 def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[str] = ()) -> None:
     """Write the rendered files, keeping any file the user edited since we rendered it.
 
@@ -121,8 +204,8 @@ def write_run_dir(run_dir: Path, files: dict[str, str], also_checked: Iterable[s
     :raises ConfigError: see :func:`check_run_dir`; nothing is written then.
     """
     check_run_dir(run_dir, [*files, CHECKSUMS, *also_checked])
+    make_runs_dir(run_dir.parent)
     try:
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
         private_dir(run_dir, follow=True)  # the run directory may be the user's own link
     except OSError as exc:
         raise ConfigError(
@@ -159,8 +242,8 @@ def lock_run_dir(run_dir: Path, info: str, wait: float) -> int:
     """
     check_run_dir(run_dir, [RUN_LOCK])
     path = run_dir / RUN_LOCK
+    make_runs_dir(run_dir.parent)
     try:
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
         private_dir(run_dir, follow=True)
     except OSError as exc:
         raise ConfigError(

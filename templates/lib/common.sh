@@ -22,18 +22,35 @@ die() {
 # check_helpers NAME=DIGEST...: the Python helpers the script was rendered with are beside it.
 # A missing one stops the script before it does anything (copy the whole run directory); one
 # whose sha256 (first 12 digits) differs is named and used (your edit, or a later bin/train or
-# bin/eval of the experiment from another checkout rewrote it: re-render to match).
+# bin/eval of the experiment from another checkout rewrote it: re-render to match). The script,
+# its directory and every helper must be yours and writable by no one else (refuse_foreign_file):
+# the helpers are run by path later, so whoever can change them decides what this script runs.
 check_helpers() { # <name>=<digest>...
   local item name digest
+  refuse_foreign_file "$TOOLKIT_HELPER_DIR"
+  refuse_foreign_file "$(readlink -f -- "${BASH_SOURCE[-1]}")"
   for item in "$@"; do
     name=${item%%=*}
     [[ -r $TOOLKIT_HELPER_DIR/$name ]] ||
       die "$name is missing beside $TOOLKIT_PROG in $TOOLKIT_HELPER_DIR (copy the whole run directory: the script runs the Python helpers rendered beside it)"
+    refuse_foreign_file "$TOOLKIT_HELPER_DIR/$name"
     command -v sha256sum >/dev/null 2>&1 || continue
     digest=$(sha256sum <"$TOOLKIT_HELPER_DIR/$name")
     [[ ${digest:0:12} == "${item#*=}" ]] ||
       say "warning: $TOOLKIT_HELPER_DIR/$name is not the one $TOOLKIT_PROG was rendered with (edited, or rewritten by a later render from another checkout); re-render to match"
   done
+}
+
+# refuse_foreign_file PATH: exit 2 before anything runs when PATH (the script, its directory,
+# a helper) belongs to another user or others can write it (group or world writable).
+refuse_foreign_file() { # <path>
+  local owner mode
+  read -r owner mode < <(stat -L -c '%u %a' -- "$1" 2>/dev/null) ||
+    die "cannot read the owner and mode of $1 (copy the whole run directory to a directory of yours)" 2
+  ((owner == EUID)) ||
+    die "$1 belongs to $(id -nu "$owner" 2>/dev/null || printf 'uid %s' "$owner"), not to you: refusing to run what another user can change (re-render the run with bin/train, or copy the run directory to a directory of yours)" 2
+  (((8#$mode & 8#022) == 0)) ||
+    die "$1 is writable by other users (mode $mode): refusing to run what another user can change (chmod go-w $1)" 2
 }
 
 # require_tools TOOL...: exit 127 naming the first tool that is not on PATH.

@@ -133,3 +133,84 @@ def test_a_results_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="symbolic link"):
         rundir.new_results_dir(tmp_path / "eval")
     assert list(victim.iterdir()) == []
+
+
+# --------------------------------------------------------------------- the runs directory (issue 43)
+def _runs(tmp_path: Path, mode: int, parent_mode: int = 0o755) -> Path:
+    parent = tmp_path / "shared"
+    parent.mkdir(parents=True)
+    runs = parent / "runs"
+    runs.mkdir()
+    runs.chmod(mode)
+    parent.chmod(parent_mode)
+    return runs
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o757])
+def test_a_runs_directory_others_can_write_is_refused_before_anything_is_written(
+    tmp_path: Path, mode: int
+) -> None:
+    runs = _runs(tmp_path, mode)
+    with pytest.raises(ConfigError) as refused:
+        rundir.write_run_dir(runs / "exp", {"train.sh": "echo hi\n"})
+    assert f"the runs directory {runs} is writable by other users (mode {mode:04o}, no sticky bit)" in str(
+        refused.value
+    )
+    assert f"chmod go-w {runs}" in refused.value.how
+    assert list(runs.iterdir()) == []  # no run directory, no lock
+    with pytest.raises(ConfigError, match="writable by other users"):
+        rundir.lock_run_dir(runs / "exp", "1 exp bin/train", 0)
+    assert list(runs.iterdir()) == []
+
+
+def test_a_sticky_runs_directory_is_used_and_a_parent_others_can_write_is_refused(tmp_path: Path) -> None:
+    sticky = _runs(tmp_path, 0o1777)
+    rundir.write_run_dir(sticky / "exp", {"train.sh": "echo hi\n"})  # like /tmp: others cannot rename ours
+    assert (sticky / "exp" / "train.sh").exists()
+    loose = _runs(tmp_path / "two", 0o755, parent_mode=0o777)
+    parent = f"the parent of the runs directory {loose}, {loose.parent} is writable"
+    with pytest.raises(ConfigError, match=parent):
+        rundir.write_run_dir(loose / "exp", {"train.sh": "echo hi\n"})
+
+
+def test_a_runs_directory_the_toolkit_creates_is_not_writable_by_others_whatever_the_umask(
+    tmp_path: Path,
+) -> None:
+    old = os.umask(0)
+    try:
+        rundir.write_run_dir(tmp_path / "new" / "runs" / "exp", {"train.sh": "echo hi\n"})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new" / "runs").stat().st_mode) == 0o755
+
+
+def test_the_runs_directory_swap_by_another_user_is_refused(tmp_path: Path, other_user) -> None:
+    """A runs directory others can write (0777, no sticky bit): before, a second user (a real
+    uid) replaced ``runs/<EXP_ID>/`` with her own and the printed ``bash runs/<EXP_ID>/train.sh``
+    ran her script. Now the runs directory is refused, her files untouched; and a runs
+    directory that is hers is refused too."""
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(dir="/tmp"))  # a place she can reach (pytest's tmp is 0700)
+    shared.chmod(0o755)
+    try:
+        _the_swap(shared, other_user)
+    finally:
+        shutil.rmtree(shared)
+
+
+def _the_swap(tmp_path: Path, other_user) -> None:
+    runs = _runs(tmp_path, 0o777)
+    made = other_user.run(
+        ["bash", "-c", f'mkdir -m 777 "{runs}/exp" && echo "echo hers" >"{runs}/exp/train.sh"']
+    )
+    assert made.returncode == 0, made.stderr
+    with pytest.raises(ConfigError, match="writable by other users"):
+        rundir.write_run_dir(runs / "exp", {"train.sh": "echo mine\n"})
+    assert (runs / "exp" / "train.sh").read_text() == "echo hers\n"  # not ours to touch
+    hers = runs / "hers"  # a runs directory she made (in the one she can write)
+    made = other_user.run(["bash", "-c", f'mkdir -m 755 "{hers}"'], cwd="/")
+    assert made.returncode == 0, made.stderr
+    with pytest.raises(ConfigError, match=f"the runs directory {hers} belongs to {other_user.name}"):
+        rundir.write_run_dir(hers / "exp", {"train.sh": "echo mine\n"})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentcore_slime.evaluate.render import EvalRequest, render_eval
@@ -169,3 +170,45 @@ def test_a_script_stops_on_a_missing_helper_and_names_a_changed_one(tmp_path: Pa
     warning = f"train.sh: warning: {tmp_path}/lock_helper.py is not the one train.sh was rendered with"
     assert warning in changed.stderr
     assert "missing" not in changed.stderr
+
+
+def test_a_script_or_helper_another_user_owns_or_can_write_stops_it_before_anything_runs(
+    tmp_path: Path, other_user: Any
+) -> None:
+    """Issue 43: the helpers are run by path later, so a script, run directory or helper that
+    another user (a real second uid) owns or can write stops the script before main; the
+    user's own edit of a helper still runs (its digest note stays a note)."""
+    import os
+    import subprocess
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    for name, text in _files(INPUTS[0]).items():
+        if name == "train.sh" or name.endswith(".py"):
+            (run_dir / name).write_text(text)
+            (run_dir / name).chmod(0o700 if name.endswith(".sh") else 0o600)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(run_dir / "train.sh"), "--print-command"],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    helper = run_dir / "lock_helper.py"
+    os.chown(helper, other_user.uid, other_user.gid)  # hers now: she decides what it runs
+    theirs = run()
+    assert theirs.returncode == 2 and theirs.stdout == ""
+    assert f"train.sh: {helper} belongs to {other_user.name}, not to you: refusing to run" in theirs.stderr
+    os.chown(helper, os.geteuid(), os.getegid())
+    for path, mode in ((helper, 0o620), (run_dir / "train.sh", 0o702), (run_dir, 0o770)):
+        old = path.stat().st_mode & 0o7777
+        path.chmod(mode)
+        writable = run()
+        path.chmod(old)
+        assert writable.returncode == 2 and writable.stdout == "", writable.stderr
+        assert f"{path} is writable by other users (mode {mode:o})" in writable.stderr
+    os.chown(run_dir / "train.sh", other_user.uid, other_user.gid)
+    assert "train.sh belongs to" in run().stderr
+    os.chown(run_dir / "train.sh", os.geteuid(), os.getegid())
+    helper.write_text(helper.read_text() + "# my own edit\n")  # the user's edit: it runs, with a note
+    mine = run()
+    assert mine.returncode == 0 and "python3" in mine.stdout, mine.stderr
+    assert "lock_helper.py is not the one train.sh was rendered with" in mine.stderr
