@@ -94,3 +94,59 @@ def test_malformed_calls_are_reported_and_valid_ones_are_not(
 ) -> None:
     errors = parse_tool_calls(parser, text, TOOLS).errors
     assert bool(errors) == (kind == "malformed"), errors
+
+
+# ------------------------------------------------------------------ through the gateway
+#: the families added for issue 46, each with a text of calls, one of text then a call, a malformed one
+THROUGH = [
+    (parser, kind, name)
+    for parser in ("kimi_k2", "minimax-m2", "deepseekv31", "llama3")
+    for kind, name in (
+        ("valid", "two calls" if parser != "minimax-m2" else "two calls in a block"),
+        ("valid", "text then call" if parser != "minimax-m2" else "text between blocks"),
+        ("valid", "mixed"),
+        ("malformed", "unknown tool"),
+    )
+]
+
+
+def _agent_sees(base: str, stream: bool) -> tuple[str, list[list[str]]]:
+    """What an openai-SDK agent gets: the content and the (name, arguments) of each call."""
+    import openai
+
+    client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=30)
+    kwargs: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "go"}], "tools": TOOLS}
+    if not stream:
+        message = client.chat.completions.create(**kwargs).choices[0].message
+        calls = [[c.function.name, c.function.arguments] for c in message.tool_calls or []]  # type: ignore[union-attr]
+        return message.content or "", calls
+    content, calls = "", []
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        delta = chunk.choices[0].delta if chunk.choices else None
+        content += (delta.content or "") if delta else ""
+        for call in (delta.tool_calls or []) if delta else []:
+            if call.function and call.function.name:
+                calls.append([call.function.name, ""])
+            if call.function and call.function.arguments:
+                calls[-1][1] += call.function.arguments
+    return content, calls
+
+
+@pytest.mark.parametrize(("parser", "kind", "name"), THROUGH, ids=[f"{p}-{k}-{n}" for p, k, n in THROUGH])
+def test_the_agent_gets_what_sglang_returns_streamed_or_not(
+    sglang: dict[str, Any], make_stand: Any, parser: str, kind: str, name: str
+) -> None:
+    """The real gateway (scripted engine, toy tokenizer: the family's markers are plain text to
+    it, decoded back exactly) hands an openai-SDK agent SGLang's calls, streamed or not."""
+    theirs = sglang["results"][
+        CASES.index((parser, kind, name, (VALID if kind == "valid" else MALFORMED)[parser][name]))
+    ]
+    stand = make_stand(tool_call_parser=parser)
+    for stream in (False, True):
+        stand.script.replies.append((VALID if kind == "valid" else MALFORMED)[parser][name])
+        base = stand.gateway.create_session(f"s-{stream}", {"max_new_tokens": 400})
+        content, calls = _agent_sees(base, stream)
+        assert calls == theirs["calls"], stream
+        assert content.strip() == theirs["content"].strip(), stream
+        (trace,) = stand.gateway.traces(f"s-{stream}")
+        assert bool(trace.tool_call_errors) == (kind == "malformed")
