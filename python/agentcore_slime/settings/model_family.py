@@ -64,6 +64,7 @@ class Family:
     :param renderer_families: renderers families that render its template (``default``, the
         chat template itself, always fits). Empty: only the chat template.
     :param matches: whether a model directory is of this family, and the evidence.
+    :param why_not: why the gateway cannot read its format yet (said with the refusal).
     """
 
     name: str
@@ -71,6 +72,7 @@ class Family:
     reasoning_parsers: tuple[str, ...]
     renderer_families: tuple[str, ...]
     matches: Callable[[ModelFacts], str | None] = field(compare=False, repr=False)
+    why_not: str = ""
 
 
 def _types(*names: str) -> Callable[[ModelFacts], str | None]:
@@ -154,8 +156,17 @@ FAMILIES: tuple[Family, ...] = (
         ("gpt-oss",),
         ("gpt-oss",),
         _either(_types("gpt_oss"), _both(_token("<|channel|>"), _token("<|call|>"))),
+        "the harmony format (analysis and commentary channels, calls ended by <|call|>) needs a "
+        "parser of its own",
     ),
-    Family("Gemma 4", ("gemma4",), ("gemma4",), ("gemma4",), _types("gemma4", "gemma4_text")),
+    Family(
+        "Gemma 4",
+        ("gemma4",),
+        ("gemma4",),
+        ("gemma4",),
+        _types("gemma4", "gemma4_text"),
+        "Gemma 4's call syntax (call:NAME{...} with its own string quoting) needs a parser of its own",
+    ),
     Family(
         "Llama 3",
         ("llama3",),
@@ -173,7 +184,16 @@ FAMILIES: tuple[Family, ...] = (
     Family("DeepSeek-V3", ("deepseekv3",), (), ("deepseek-v3",), _both(_DEEPSEEK, _DEEPSEEK_V3_TEMPLATE)),
     Family("DeepSeek-V3.1", ("deepseekv31",), ("deepseek-v3",), (), _both(_DEEPSEEK, _DEEPSEEK_V31)),
     Family("DeepSeek-V3", ("deepseekv3",), (), ("deepseek-v3",), _both(_DEEPSEEK_TYPE, _DEEPSEEK_TOKEN)),
-    Family("MiMo", ("mimo",), ("mimo",), (), _types("mimo")),
+    Family(
+        "MiMo-V2 (XML calls)",
+        ("mimo",),
+        ("mimo",),
+        (),
+        _either(_types("mimo_v2_flash"), _both(_types("mimo"), _template("<function="))),
+        "its <function=NAME><parameter=K> calls are typed and unescaped as only the mimo detector does",
+    ),
+    # MiMo-7B (slime's mimo-7B-rl): Qwen2's tokenizer, calls as Hermes JSON in <tool_call>
+    Family("MiMo-7B", ("hermes", "qwen25", "qwen"), ("qwen3",), (), _types("mimo")),
     Family("GLM-4.7 / GLM-5", ("glm47",), ("glm45",), ("glm-5", "glm-5.1", "glm-5.3"), _GLM47),
     Family("GLM-4.5 / 4.6", ("glm45", "glm", "glm47"), ("glm45",), ("glm-4.5",), _types("glm4_moe")),
     Family(
@@ -368,7 +388,8 @@ def _choose(
             Problem(
                 setting,
                 f"MODEL_DIR is {family.name} ({fit.evidence}), whose {_READS[setting]} SGLang reads with "
-                f"{setting}={fitting[0]}, which the gateway cannot read yet",
+                f"{setting}={fitting[0]}, which the gateway cannot read yet"
+                + (f": {family.why_not}" if family.why_not and setting == TOOL_SETTING else ""),
                 f"set {setting}=none to train without it (the agent then gets the model's raw text), "
                 "or use a model of a family docs/gateway.md lists",
                 unreadable=True,

@@ -79,6 +79,7 @@ SHAPES: dict[str, tuple[dict[str, Any], list[str], str, str]] = {
         "my-v31-finetune",
     ),
     "MiMo": ({"model_type": "mimo", "architectures": ["MiMoForCausalLM"]}, QWEN_TOKENS, "", "MiMo-7B-RL"),
+    "MiMo-V2": ({"model_type": "mimo_v2_flash"}, QWEN_TOKENS, "<function=", "MiMo-V2-Flash"),
     "gpt-oss": ({"model_type": "gpt_oss"}, ["<|start|>", "<|channel|>", "<|call|>"], "", "gpt-oss-20b"),
     "Gemma 4": (
         {"model_type": "gemma4", "text_config": {"model_type": "gemma4_text"}},
@@ -103,10 +104,11 @@ CHOSEN: dict[str, tuple[str | None, str | None]] = {
     "MiniMax-M2": ("minimax-m2", "minimax"),
     "Llama 3": ("llama3", None),
     "DeepSeek-V3.1": ("deepseekv31", "deepseek-v3"),
+    "MiMo": ("hermes", "qwen3"),
 }
 #: families whose tool-call format the gateway cannot read yet: auto is refused, with the name
 REFUSED: dict[str, str] = {
-    "MiMo": "mimo",
+    "MiMo-V2": "mimo",
     "gpt-oss": "gpt-oss",
     "Gemma 4": "gemma4",
 }
@@ -134,7 +136,7 @@ def test_every_family_of_the_table_has_a_shape_here() -> None:
         "MiniMax-M2",
         "Llama 3",
         "DeepSeek-V3.1",
-        "MiMo",
+        "MiMo-7B",
         "gpt-oss (harmony)",
         "Gemma 4",
     } <= named
@@ -155,7 +157,7 @@ def test_a_family_the_gateway_cannot_read_yet_is_refused_by_name(tmp_path: Path,
     fit = model_fit(write_model(tmp_path, family))
     (problem,) = [p for p in fit.problems if p.setting == "SGLANG_TOOL_CALL_PARSER"]
     assert problem.unreadable and f"SGLANG_TOOL_CALL_PARSER={REFUSED[family]}" in problem.message
-    assert "cannot read yet" in problem.message and "SGLANG_TOOL_CALL_PARSER=none" in problem.fix
+    assert "cannot read yet: " in problem.message and "SGLANG_TOOL_CALL_PARSER=none" in problem.fix
     # with tool calls off the run may go on (an agent without tools)
     off = model_fit(write_model(tmp_path / "off", family), "none", "none")
     assert [p for p in off.problems if p.setting == "SGLANG_TOOL_CALL_PARSER"] == []
