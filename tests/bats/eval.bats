@@ -150,6 +150,21 @@ assert_only_own_signalled() {
 }
 
 @test "a server that never becomes healthy: timeout message with the log tail, exit 1, stopped" {
+  # The 3 s deadline runs from the server's start, which on a loaded machine can pass before the
+  # stand-in has logged a line. So each health poll (python3 sglang_helper.py ready, which eval.sh
+  # runs before it looks at the deadline) first waits for that event: the stand-in touches
+  # FAKE_SGLANG_LOGGED after its first loading line (120 s only catches a hang). The deadline
+  # then passes after the line is in the log, however slow the machine.
+  export FAKE_SGLANG_LOGGED="$BATS_TEST_TMPDIR/server.logged"
+  mv "$STUB_DIR/python3" "$STUB_DIR/python3-evaluation"
+  cat >"$STUB_DIR/python3" <<'STUB'
+#!/usr/bin/env bash
+if [[ ${1:-} == */sglang_helper.py && ${2:-} == ready ]]; then
+  for ((i = 0; i < 1200; i++)); do [[ -e $FAKE_SGLANG_LOGGED ]] && break; /bin/sleep 0.1; done
+fi
+exec "${0%/*}/python3-evaluation" "$@"
+STUB
+  chmod +x "$STUB_DIR/python3"
   FAKE_SGLANG_MODE=never_healthy run -1 "$EVAL" --set EVAL_HEALTH_TIMEOUT=3 "$WORK/exp.env"
   assert_output_contains "the SGLang server was not healthy after 3s (raise EVAL_HEALTH_TIMEOUT"
   assert_output_contains "  | fake sglang: still loading weights ..."

@@ -28,6 +28,10 @@ from fakes.stack_node import write_node
 REPO = Path(__file__).resolve().parents[3]
 PROBE = Path(__file__).with_name("probe_train.py")
 VENV_BIN = Path(sys.executable).parent
+#: how long any wait for an event (an output line, an exit) may take before it counts as a hang:
+#: never a bound on how fast a run is (a real Ray beside other CPU-bound work takes minutes where
+#: it takes seconds alone); pytest's per-test timeout is the ceiling of a whole test
+HANG_S = 420.0
 
 
 def free_ports(count: int) -> list[int]:
@@ -232,7 +236,7 @@ class Run:
                 return
             self._append(data)
 
-    def wait_for(self, text: str, timeout: float = 90) -> None:
+    def wait_for(self, text: str, timeout: float = HANG_S) -> None:
         """Block until ``text`` is in the output; fail (killing nothing) after ``timeout`` s."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -246,12 +250,12 @@ class Run:
             time.sleep(0.1)
         raise AssertionError(f"no {text!r} within {timeout}s:\n{self.output}")
 
-    def worker_command(self, timeout: float = 180) -> list[str]:
+    def worker_command(self, timeout: float = HANG_S) -> list[str]:
         """The worker's command a head prints: the whole line after "on each worker run:", once
         it is there (the marker alone can arrive before the line: reading it then was an
         IndexError)."""
         self.wait_for("on each worker run:", timeout=timeout)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + HANG_S
         while True:
             lines = self.output.split("on each worker run:", 1)[1].split("\n")
             if len(lines) >= 3:  # the marker line's end, the command line, and its end
@@ -264,7 +268,7 @@ class Run:
         assert self.master is not None
         os.write(self.master, b"\x03")
 
-    def finish(self, timeout: float = 90) -> int:
+    def finish(self, timeout: float = HANG_S) -> int:
         """The exit status; fails if the process is still running after ``timeout`` s."""
         try:
             status = self.proc.wait(timeout)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import REPO, VENV_BIN, Cluster, Run, kill_leftovers, make_cluster
+from harness import HANG_S, REPO, VENV_BIN, Cluster, Run, kill_leftovers, make_cluster
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -46,7 +46,7 @@ class RecordingProxy:
         self.port = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
-        assert self._ready.wait(10), "proxy did not start"
+        assert self._ready.wait(HANG_S), "proxy did not start"
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -180,14 +180,14 @@ def _two_node_run_through_proxy(
         host, port = command[2].rsplit(":", 1)
         proxy = RecordingProxy(machine_address(), (host, int(port)))
         worker = Run([*command[:2], f"{proxy.host}:{proxy.port}"], worker_env)
-        assert head.finish(timeout=240) == 0, head.output + "\n--- worker:\n" + worker.output
+        assert head.finish() == 0, head.output + "\n--- worker:\n" + worker.output
     finally:
         for run in (head, worker):  # a failed run stops here, not in another test's Ray
             if run is None:
                 continue
             if run.proc.poll() is None:
                 run.proc.send_signal(signal.SIGTERM)
-            run.finish(timeout=120)  # also closes the output pipe of a run that ended by itself
+            run.finish()  # also closes the output pipe of a run that ended by itself
         if proxy is not None:
             proxy.stop()
     assert worker is not None and proxy is not None

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import REPO, VENV_BIN, Cluster, Run, kill_leftovers, make_cluster
+from harness import HANG_S, REPO, VENV_BIN, Cluster, Run, kill_leftovers, make_cluster
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -53,7 +53,7 @@ def _script_pid(cluster: Cluster) -> int:
     return int(log.split("attempt started")[-1].split("(pid ")[1].split(")")[0])
 
 
-def _wait_until_gone(pid: int, timeout: float = 30) -> None:
+def _wait_until_gone(pid: int, timeout: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout
     while _alive(pid):
         assert time.monotonic() < deadline, f"pid {pid} still alive {timeout}s after SIGKILL"
@@ -185,14 +185,14 @@ def test_two_nodes_on_one_machine_and_a_worker_that_dies(cluster: Cluster) -> No
         TOOLKIT_RAY_AGENT_PORT=str(cluster.worker_agent_port),
     )
     worker = Run(command, worker_env)
-    head.wait_for("probe: running", timeout=180)
+    head.wait_for("probe: running")
     seen = json.loads(cluster.marker.read_text())
     assert seen["gpus"] == 2.0 and seen["alive_nodes"] == 2, seen
     assert "--actor-num-nodes 2" in " ".join(seen["argv"])
     assert "--rollout-num-gpus 2" in " ".join(seen["argv"])
     worker.proc.send_signal(signal.SIGTERM)
     assert worker.finish() == 143, worker.output
-    head.wait_for("error: worker node ", timeout=90)
+    head.wait_for("error: worker node ")
     head.proc.send_signal(signal.SIGTERM)
     assert head.finish() == 143, head.output
     _assert_clean(cluster, head)
@@ -230,7 +230,7 @@ def test_engines_carry_the_run_marker_and_a_crashed_runs_orphans_are_stopped(
         f"EXTRA_FLAGS=--probe-marker {cluster.marker} --probe-sleep 120 --probe-engines",
     )
     first = _train(cluster, str(env_file))
-    first.wait_for("probe: running", timeout=180)
+    first.wait_for("probe: running")
     seen = json.loads(cluster.marker.read_text())
     slot = cluster.slot(cluster.temp_dir)
     assert seen["driver_marker"] == slot, seen
@@ -249,8 +249,8 @@ def test_engines_carry_the_run_marker_and_a_crashed_runs_orphans_are_stopped(
     assert "  --probe-sleep\n  120\n" in rendered
     script.write_text(rendered.replace("  --probe-sleep\n  120\n", "  --probe-sleep\n  0\n"))
     rerun = _script(cluster)
-    rerun_status = rerun.finish(timeout=240)
-    first.finish(timeout=30)  # bin/train's output pipe was held by the crashed run's job client
+    rerun_status = rerun.finish()
+    first.finish()  # bin/train's output pipe was held by the crashed run's job client
     assert not _alive(int(engine["pid"])), f"the crashed run's orphan is still running:\n{rerun.output}"
     assert (
         "stopped " in rerun.output
@@ -277,7 +277,7 @@ def _start_two_nodes(cluster: Cluster, sleep: float) -> tuple[Run, Run]:
         RAY_gcs_rpc_server_reconnect_timeout_s="10",
     )
     worker = Run(command, worker_env)
-    head.wait_for("probe: running", timeout=180)
+    head.wait_for("probe: running")
     return head, worker
 
 
@@ -285,8 +285,8 @@ def test_worker_leaves_with_exit_0_when_the_heads_run_ends(cluster: Cluster) -> 
     """The head's run ends (job done): it tells the workers through Ray's key-value store before
     it stops Ray; join.sh prints one line and exits 0 at once (no raylet error tail)."""
     head, worker = _start_two_nodes(cluster, sleep=3)
-    assert head.finish(timeout=180) == 0, head.output
-    assert worker.finish(timeout=30) == 0, worker.output
+    assert head.finish() == 0, head.output
+    assert worker.finish() == 0, worker.output
     after_join = worker.output.split("Ctrl-C leaves the cluster")[-1]
     assert "join.sh: the head's run ended: this node leaves the cluster" in after_join
     assert "error" not in after_join.lower(), worker.output
@@ -305,7 +305,7 @@ def test_worker_reports_a_head_that_died(cluster: Cluster) -> None:
                 os.kill(int(proc.split()[0]), signal.SIGKILL)
             except OSError:
                 pass
-    head.proc.wait(30)  # (not finish(): the dead script's orphans may still hold its pipe)
-    assert worker.finish(timeout=180) == 1, worker.output
+    head.proc.wait(HANG_S)  # (not finish(): the dead script's orphans may still hold its pipe)
+    assert worker.finish() == 1, worker.output
     assert "this node's Ray stopped without word from the head that its run ended" in worker.output
     assert "the head's run ended:" not in worker.output

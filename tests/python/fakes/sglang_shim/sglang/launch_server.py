@@ -9,6 +9,7 @@ check that the whole process group is stopped. Behaviour from the environment:
   listens); ``dies`` (serves, then exits with status 3 after ``FAKE_SGLANG_DIE_AFTER`` seconds,
   default 2); ``ignore_term`` (serves; it and its child ignore SIGTERM).
 - ``FAKE_SGLANG_PIDS``: a file the server and its child append their PIDs to.
+- ``FAKE_SGLANG_LOGGED``: a file ``never_healthy`` touches once its first loading line is logged.
 - ``FAKE_SGLANG_ARGV``: a file the server writes its argv to (one word per line).
 - ``FAKE_SGLANG_REQUESTS``: a file each ``POST /generate`` appends ``<port> <X-SMG-Routing-Key>``
   to (which engine served which session, behind a router).
@@ -164,6 +165,8 @@ def main(argv: list[str]) -> int:
     if mode == "never_healthy":
         while True:
             print("fake sglang: still loading weights ...", flush=True)
+            if os.environ.get("FAKE_SGLANG_LOGGED"):  # the line is in the log (tests wait for it)
+                Path(os.environ["FAKE_SGLANG_LOGGED"]).touch()
             time.sleep(1)
     script_path = os.environ.get("FAKE_SGLANG_SCRIPT")
     policy = fixed_policy
