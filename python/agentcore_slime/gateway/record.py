@@ -79,6 +79,7 @@ def trace_of(
         tool_call_errors=errors,
         engine_attempts=result.attempts,
         side_call=call.side_call,
+        hosted_tools=list(call.request.extras.get("dropped_tools", ())),
         routed_experts_start=routing.start,
         routed_experts=routing.rows,
         routed_experts_problem=routing.problem,

@@ -79,6 +79,8 @@ class CallTrace:
     :param routed_experts_problem: why ``routed_experts`` is None though asked for ("" otherwise).
     :param side_call: why the call is outside the episode's main conversation (a title, a
         classifier: gateway/side_calls.py); "" for the main conversation. Untrained by default.
+    :param hosted_tools: the hosted tools the agent offered that the model was not (web search...:
+        run by the vendor's servers, which the node cannot run; docs/agents.md).
     """
 
     prompt_token_ids: list[int]
@@ -101,6 +103,7 @@ class CallTrace:
     routed_experts: bytes | None = None
     routed_experts_problem: str = ""
     side_call: str = ""
+    hosted_tools: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if len(self.logprobs) != len(self.completion_token_ids):

@@ -153,6 +153,10 @@ def step_metrics(
             "latency_ms_p99": percentile(latencies, 99),
             # turns whose text held a tool call the gateway could not read (docs/gateway.md)
             "tool_call_errors": sum(1 for call in calls if call.tool_call_errors),
+            # calls outside the main conversation (untrained unless TRAIN_SIDE_CALLS; docs/agents.md)
+            "side_calls": sum(1 for call in calls if call.side_call),
+            # calls whose hosted tools (web search...) the model was not offered
+            "hosted_tools_dropped": sum(1 for call in calls if call.hosted_tools),
         },
         "chain_breaks": dict(Counter(call.chain_break for call in calls if call.chain_break)),
         # over the successful episodes: how many samples each became, and why they split
@@ -244,6 +248,9 @@ def progress_line(metrics: dict[str, Any], num_rollout: int | None, elapsed: flo
     unread = metrics.get("gateway", {}).get("tool_call_errors")
     if unread:
         parts.append(f"unreadable tool calls in {unread} turns")
+    side = metrics.get("gateway", {}).get("side_calls")
+    if side:
+        parts.append(f"side calls {side}")
     forked = _forks(metrics)
     if forked:
         parts.append(forked)

@@ -34,6 +34,9 @@ class CallRecord:
     :param tool_call_errors: the tool calls in its text the gateway could not read (their reasons).
     :param joined: how it joined the episode: ``start``, ``extended``, ``rerendered`` (same
         sample) or ``forked`` (a new sample); "" in records made before it was recorded.
+    :param side_call: why it is outside the episode's main conversation (a title, a classifier:
+        untrained unless TRAIN_SIDE_CALLS); "" for the main conversation.
+    :param hosted_tools: hosted tools the agent offered that the model was not (web search...).
     """
 
     messages: list[dict[str, Any]]
@@ -46,6 +49,8 @@ class CallRecord:
     latency_ms: float
     tool_call_errors: list[str] = field(default_factory=list)
     joined: str = ""
+    side_call: str = ""
+    hosted_tools: list[str] = field(default_factory=list)
 
     @classmethod
     def from_trace(cls, trace: Any) -> CallRecord:
@@ -64,6 +69,8 @@ class CallRecord:
             latency_ms=float(trace.latency_ms),
             tool_call_errors=list(trace.tool_call_errors),
             joined=str(getattr(trace, "joined", "")),
+            side_call=str(getattr(trace, "side_call", "")),
+            hosted_tools=list(getattr(trace, "hosted_tools", ())),
         )
 
 

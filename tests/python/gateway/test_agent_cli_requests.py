@@ -151,10 +151,38 @@ def _text(item: dict[str, Any]) -> str:
     return "".join(part["text"] for part in item["content"])
 
 
-@pytest.mark.parametrize("fixture", ["claude_code-2.1.197.json", "codex-0.171.0.json"])
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.json")))
 def test_every_recorded_field_is_listed_in_docs_agents(fixture: str) -> None:
     """Each top-level field the CLIs send is named in docs/agents.md's field tables."""
     docs = (Path(__file__).resolve().parents[3] / "docs" / "agents.md").read_text()
     fields = {key for call in recorded(fixture) for key in call["body"]}
     missing = sorted(key for key in fields if f"`{key}`" not in docs)
     assert missing == []
+
+
+SUBAGENT = recorded("claude_code-2.1.197-subagent.json")  # the main call spawns one via the Agent tool
+
+
+def test_claude_code_sub_agent_is_a_trained_fork_not_a_side_call() -> None:
+    """The sub-agent's calls are offered tools (a subset of the main conversation's): they stay the
+    episode's, a named fork; only the title call is a side call."""
+    parsed = [MESSAGES.parse(dump_json(c["body"])) for c in SUBAGENT]
+    main = _chain(parsed[1])
+    kinds = [side_call(chat, normalize_messages(chat.messages), main) for chat in parsed]
+    assert kinds == ["output_config.format without tools", "", "", "", ""]
+    sub_tools = {t["function"]["name"] for t in parsed[2].tools or []}
+    main_tools = {t["function"]["name"] for t in parsed[1].tools or []}
+    assert sub_tools and sub_tools < main_tools
+    # the sub-agent's own late system message (after its tool result) is a reminder in place too
+    assert parsed[3].messages[-1]["content"].startswith(REMINDER_OPEN)
+
+
+def test_reasoning_echoed_back_reaches_the_prompt() -> None:
+    """With the reasoning parser on, Claude Code sends the thinking block back, Codex the reasoning item."""
+    claude = recorded("claude_code-2.1.197-reasoning.json")[-1]["body"]
+    assistant = [m for m in MESSAGES.parse(dump_json(claude)).messages if m["role"] == "assistant"][-1]
+    assert assistant["reasoning_content"] == "I should run it." and assistant["tool_calls"]
+    codex = recorded("codex-0.171.0-reasoning.json")[-1]["body"]
+    assert [i["type"] for i in codex["input"][-3:]] == ["reasoning", "function_call", "function_call_output"]
+    assistant = [m for m in RESPONSES.parse(dump_json(codex)).messages if m["role"] == "assistant"][-1]
+    assert assistant["reasoning_content"] == "I should run it." and assistant["tool_calls"]
