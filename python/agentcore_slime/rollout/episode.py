@@ -158,6 +158,7 @@ async def _run_episode(runtime: Runtime, episode: _Episode, slots: asyncio.Semap
         session_id=sid,
         reward=outcome.reward,
         rollout_id=episode.rollout_id,
+        train_side_calls=runtime.config.train_side_calls,
     )
     samples = await runtime.call(merge)  # CPU work off the loop, so polling keeps its pace
     if not samples:

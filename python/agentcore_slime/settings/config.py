@@ -142,6 +142,7 @@ class ToolkitConfig:
     budget_usd: float | None
     max_calls_per_episode: int | None
     max_tokens_per_episode: int | None
+    train_side_calls: bool
     # end generated
     source: str = "toolkit.yaml"
 

@@ -535,6 +535,14 @@ KEYS: tuple[Key, ...] = (
         rollout=True,
         gateway="max_tokens_per_episode",
     ),
+    Key(
+        "TRAIN_SIDE_CALLS",
+        Kind.BOOL,
+        "false",
+        "train an agent's side calls too (a session title, a classifier: calls outside its main "
+        "conversation; docs/agents.md); false = recorded and counted, not trained",
+        rollout=True,
+    ),
     # --- checkpoints ---
     Key(
         "SAVE_DIR",
