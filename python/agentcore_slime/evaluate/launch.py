@@ -27,7 +27,7 @@ from ..settings.validate import Config, parse_overrides, resolve
 from .rehearse_launch import DEFAULT_ENV, default_overrides
 from .render import SCRIPT, EvalRequest, commands, eval_engines, explicit_engines, plan_line, render_eval
 
-PROG = "bin/eval"
+PROG = os.environ.get("TOOLKIT_LAUNCHER") or "bin/eval"  # bin/train --rehearse runs this too
 #: external commands eval.sh needs in a real run
 REQUIRED_TOOLS = ("bash", "python3", "pkill", "pgrep", "tee")
 

@@ -32,47 +32,48 @@ failed, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
+import os
 import sys
 import time
-import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from agentcore_slime.gateway.engine import routing_key
+from agentcore_slime.observe.records import EpisodeRecord
 from agentcore_slime.observe.runlog import write_whole
 from agentcore_slime.preflight.report import Result, Status, exit_status, failed, passed, summary, warned
 from agentcore_slime.rundir import private_dir
 from agentcore_slime.settings.config import ToolkitConfig
 
-from .cli import UsageError, UsageParser, load_payloads, read_config, start_gateway
-from .episodes import Episode, EpisodeRunner, run_all
+from .cli import UsageError, UsageParser, read_config
+from .episodes import Episode
 from .rehearse_parts import StandIns, aws_credentials_found
-from .rehearse_step import make_step, record_step
+from .rehearse_step import STEP, data_source, run_step, slime_args, stand_in_slime, write_samples
 from .standin import ANSWER, SessionLog, StandInEngine, StandInPolicy
 from .summary import summarize
 
-PROG = "bin/eval --rehearse"
+PROG = f"{os.environ.get('TOOLKIT_LAUNCHER') or 'bin/eval'} --rehearse"
 DEFAULT_ROWS = 2
 #: episodes per row: a GRPO group of two, so the advantages are computed as training does
 DEFAULT_SAMPLES = 2
 #: the parts that are always real, said at the end of every rehearsal
 REAL_PARTS = (
-    "real: the gateway (its own process, the run's renderer and parsers), the training episode "
+    "real: slime's rollout function (over-sampling and the tail cut, the dynamic filter, data-parallel "
+    "padding), the gateway (its own process, the run's renderer and parsers), the training episode "
     "launcher and its S3 result watcher, trace merging into samples (loss masks), the reward hook "
     "(GRPO advantages), metrics.jsonl and the report"
 )
-NOT_REHEARSED = "not rehearsed: a model (no GPU, no weights, no SGLang), slime, learning (no update)"
+NOT_REHEARSED = "not rehearsed: a model (no GPU, no weights, no SGLang), slime's training (no update)"
 #: the dataset name the report's episode browser shows the rehearsal under
 DATASET = "rehearsal"
 BANNER = (
     "*** REHEARSAL: a STAND-IN POLICY plays the model (no SGLang, no GPU, no weights): it calls "
-    "the first tool offered once, then answers {answer!r}. Rewards say nothing about any model. ***"
+    "the first tool offered once, then answers {answer!r}, with the row's answer in every other episode "
+    "of a group and a wrong one in the rest. Rewards say nothing about any model. ***"
 )
 #: words an agent's error uses when it cannot open a connection to the model's address
 _UNREACHABLE_WORDS = ("connect", "unreachable", "reach the", "timed out", "name or service", "no route")
@@ -93,6 +94,8 @@ def parser() -> argparse.ArgumentParser:
                         "loopback; loopback: always the loopback store; bucket: always the bucket")
     p.add_argument("--example-agent", action="store_true",
                    help="start examples/math_agent here at AGENT_URL's port (no agent was given)")
+    p.add_argument("--layout", default="{}", help="slime's GPU layout as JSON (actor_num_gpus_per_node, "
+                   "tensor_model_parallel_size): what the data-parallel padding divides by")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -100,26 +103,6 @@ def parser() -> argparse.ArgumentParser:
 def say(message: str) -> None:
     """One progress line on stderr."""
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-
-
-class RecordingGateway:
-    """The gateway, keeping each session's call traces as the episode runner reads them (it
-    deletes the session right after): the diagnosis and the report's records need the calls."""
-
-    def __init__(self, gateway: Any) -> None:
-        self.gateway = gateway
-        self.calls: dict[str, list[Any]] = {}
-
-    def create_session(self, session_id: str, sampling_params: dict[str, Any]) -> str:
-        return str(self.gateway.create_session(session_id, sampling_params))
-
-    def traces(self, session_id: str) -> list[Any]:
-        traces = list(self.gateway.traces(session_id))
-        self.calls[session_id] = traces
-        return traces
-
-    def delete_session(self, session_id: str) -> None:
-        self.gateway.delete_session(session_id)
 
 
 # --------------------------------------------------------------------------- diagnosis
@@ -295,20 +278,20 @@ def check_gateway_address(url: str, acr: bool) -> Result:
     return passed("rehearse.gateway", f"the real gateway serves the stand-in policy at {url}")
 
 
-async def _episodes(
-    config: ToolkitConfig, gateway: RecordingGateway, payloads: list[Any], input_id: str, samples: int = 1
-) -> list[Episode]:
-    from agentcore_slime.episodes import make_runner
-
-    sampling = {"temperature": 1.0, "max_new_tokens": 1024}
-    workers = config.max_pool_connections
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rehearse-io") as pool:
-        launcher = make_runner(config, pool)
-        try:
-            runner = EpisodeRunner(gateway, launcher, pool, input_id, sampling)
-            return await run_all(runner, payloads, samples, config.max_concurrent)
-        finally:
-            await launcher.close()
+def recorded_episodes(out_dir: Path, rows: int) -> list[Episode]:
+    """The step's episodes as the rollout recorded them (``episodes/train-000000.jsonl``), in
+    bin/eval's form (the diagnosis, ``episodes.jsonl`` and ``summary.json`` read that)."""
+    path = out_dir / "episodes" / f"train-{STEP:06d}.jsonl"
+    found = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        r = EpisodeRecord.from_json(json.loads(line))
+        calls = r.calls
+        found.append(Episode(
+            r.group % rows, r.index, r.session_id, r.reward, r.failure_class, r.failure or None,
+            r.reason or None, len(calls), sum(c.prompt_tokens for c in calls),
+            sum(c.completion_tokens for c in calls), any(c.finish_reason == "length" for c in calls),
+            r.seconds))
+    return found
 
 
 def write_outputs(out_dir: Path, episodes: Sequence[Episode], checks: Sequence[Result],
@@ -319,7 +302,8 @@ def write_outputs(out_dir: Path, episodes: Sequence[Episode], checks: Sequence[R
     samples = max((e.sample for e in episodes), default=0) + 1
     document = {
         "rehearsal": True,
-        "stand_in_policy": f"calls the first tool offered once, then answers {ANSWER!r}",
+        "stand_in_policy": f"calls the first tool offered once, then answers {ANSWER.format('N')!r}, right "
+                           "and wrong in turn",
         **parts,
         "checks": [{**asdict(c), "status": c.status.value} for c in checks],
         **summarize(list(episodes), samples, seconds),
@@ -342,11 +326,15 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(args.data).is_file():
             raise UsageError(f"--data {args.data} does not exist (point it at the training JSONL)")
         config = read_config(args.config)
-        payloads = load_payloads(args.data, args.limit)
-    except UsageError as exc:
+        rows = load_rows(args.data, args.limit)
+        layout = json.loads(args.layout)
+    except (UsageError, ValueError) as exc:
         say(str(exc))
         return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    # the gateway's process says these once; the stand-in loading the same tokenizer would repeat them
+    logging.getLogger("agentcore_slime.gateway.family").setLevel(logging.ERROR)
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     out_dir = Path(args.out_dir)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -354,8 +342,22 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         say(f"cannot use --out-dir {out_dir}: {exc} (choose another directory)")
         return 2
-    options = Options(args.samples_per_prompt, args.s3, args.example_agent)
-    return Rehearsal(config, payloads, args.model_dir, out_dir, options).run()
+    options = Options(args.samples_per_prompt, args.s3, args.example_agent, layout, args.config)
+    return Rehearsal(config, rows, args.model_dir, out_dir, options).run()
+
+
+def load_rows(data: str, limit: int) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of the JSONL, as slime's data source reads them (prompt, metadata).
+
+    :raises UsageError: the file holds no rows.
+    """
+    from agentcore_slime.datasets import EvalSpec
+    from agentcore_slime.datasets import load_rows as read
+
+    rows = read(EvalSpec(name="train", path=data, n_samples=1, sampling={}))[:limit]
+    if not rows:
+        raise UsageError(f"--data {data} has no rows (one JSON object per line, with a 'metadata' object)")
+    return [{"prompt": r.prompt, "metadata": r.metadata, "label": r.label} for r in rows]
 
 
 def _data_check(payloads: list[Any]) -> Result:
@@ -374,20 +376,22 @@ class Options:
     samples_per_prompt: int = DEFAULT_SAMPLES
     s3: str = "auto"
     example_agent: bool = False
+    layout: dict[str, int] | None = None  #: slime's GPU layout (NUM_GPUS, TP_SIZE of the env file)
+    config: str = ""  #: the run's toolkit.yaml, whose keys slime's args carry
 
 
-def rehearse(config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
+def rehearse(config: ToolkitConfig, rows: list[dict[str, Any]], model_dir: str, out_dir: Path,
              options: Options | None = None) -> int:
     """Run the checks and the episodes; print one line per check; write the outputs.
 
     :param config: the run's settings (agent, bucket, gateway).
-    :param payloads: the rows' metadata.
+    :param rows: the data rows (``prompt``, ``metadata``: the agent's payload).
     :param model_dir: the model's HF directory (tokenizer and chat template).
     :param out_dir: where the outputs go.
     :param options: episodes per row, S3, the example agent.
     :returns: the exit status (0 no check failed, 1 one did).
     """
-    return Rehearsal(config, payloads, model_dir, out_dir, options).run()
+    return Rehearsal(config, rows, model_dir, out_dir, options).run()
 
 
 class Rehearsal:
@@ -397,18 +401,18 @@ class Rehearsal:
     starts no episode: every one would only time out).
     """
 
-    def __init__(self, config: ToolkitConfig, payloads: list[Any], model_dir: str, out_dir: Path,
+    def __init__(self, config: ToolkitConfig, rows: list[dict[str, Any]], model_dir: str, out_dir: Path,
                  options: Options | None = None) -> None:
         self.options = options or Options()
         self.stand_ins = StandIns(out_dir)
         self.config = config
-        self.payloads = payloads
+        self.rows = rows
+        self.payloads = [row["metadata"] for row in rows]
         self.model_dir = model_dir
         self.out_dir = out_dir
         self.acr = bool(config.agent_runtime_arn)
-        self.banner = BANNER.format(answer=ANSWER)
+        self.banner = BANNER.format(answer=ANSWER.format("N"))
         self.checks: list[Result] = []
-        self.input_id = f"rehearsal-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
         self.started = time.monotonic()
         self.step: dict[str, Any] = {}
 
@@ -446,90 +450,91 @@ class Rehearsal:
         problem = self.start_stand_ins()
         if problem is not None:
             self.checks.append(problem)
-            return self.finish([], {}, {"skipped": "a stand-in did not start"})
+            return self.finish([], {"skipped": "a stand-in did not start"})
         self.checks.append(check_bucket(self.config))
+        self.stand_ins.lines.append(stand_in_slime(_repo()) or "slime: the installed one (no stand-in)")
         if self.checks[-1].status is Status.FAIL:
-            return self.finish([], {}, {"skipped": "the bucket check failed"})
+            return self.finish([], {"skipped": "the bucket check failed"})
         try:
             policy = StandInPolicy(self.model_dir, self.config.renderer_family,
-                                   self.config.sglang_tool_call_parser, self.config.sglang_reasoning_parser)
+                                   self.config.sglang_tool_call_parser, self.config.sglang_reasoning_parser,
+                                   answers=_answers(self.payloads))
         except Exception as exc:  # noqa: BLE001 - any failure to load is this one finding
             found = f"the model's tokenizer or renderer does not load: {exc}"
             fix = "check MODEL_DIR, RENDERER_FAMILY and SGLANG_TOOL_CALL_PARSER"
             self.checks.append(failed("rehearse.gateway", found, fix))
-            return self.finish([], {}, {"skipped": "the model's renderer did not load"})
+            return self.finish([], {"skipped": "the model's renderer did not load"})
         engine = StandInEngine(policy)
         engine.start()
         try:
-            return self.through_gateway(engine)
+            return self.through_rollout(engine)
         finally:
             engine.stop()
 
-    def through_gateway(self, engine: StandInEngine) -> int:
-        """Start the gateway in front of the stand-in engine and run the episodes through it."""
+    def through_rollout(self, engine: StandInEngine) -> int:
+        """One training step through slime's rollout function, the stand-in engine as its router."""
+        import yaml
+
+        from agentcore_slime.rollout import runtime
+
+        groups, samples = len(self.rows), self.options.samples_per_prompt
+        toolkit = yaml.safe_load(Path(self.options.config).read_text(encoding="utf-8"))
+        args = slime_args(toolkit, self.options.layout or {}, engine.url, self.model_dir, self.out_dir,
+                          groups, samples)
+        gateways: list[Any] = []
+
+        def gateway_factory(config: ToolkitConfig, slime: Any) -> Any:  # training's, its address kept
+            gateways.append(runtime.default_gateway_factory(config, slime))
+            return gateways[-1]
+
+        runtime._STATE.gateway_factory = gateway_factory
+        say(f"a training step: {groups} prompt group(s) x {samples} episodes of {self.wiring('').agent} "
+            "through slime's rollout function")
+        os.environ.pop("TRANSFORMERS_NO_ADVISORY_WARNINGS", None)  # the gateway says it, once
         try:
-            engine_at = argparse.Namespace(model_dir=self.model_dir, engine_url=engine.url,
-                                           context_length=None)
-            gateway = start_gateway(self.config, engine_at)
-        except (RuntimeError, ValueError, OSError) as exc:
-            self.checks.append(failed("rehearse.gateway", f"the gateway cannot start: {exc}",
-                                      "GATEWAY_HOST must be an address of this machine (or unset), "
-                                      "GATEWAY_PORT free (or 0)"))
-            return self.finish([], {}, {"skipped": "the gateway did not start"})
-        recording = RecordingGateway(gateway)
-        wiring = self.wiring(gateway.url)
-        try:
-            self.checks.append(check_gateway_address(gateway.url, self.acr))
-            say(f"{len(self.payloads) * self.options.samples_per_prompt} episode(s) ({len(self.payloads)} "
-                f"row(s) x {self.options.samples_per_prompt}) of {wiring.agent} through {gateway.url}; "
-                "results under "
-                f"{wiring.results}")
-            episodes = asyncio.run(_episodes(self.config, recording, self.payloads, self.input_id,
-                                             self.options.samples_per_prompt))
+            step_samples, stopped = run_step(args, data_source(self.rows, samples))
+        except Exception as exc:  # noqa: BLE001 - the gateway did not start: this one finding
+            self.checks.append(failed("rehearse.gateway", f"the rollout's gateway cannot start: {exc}",
+                                      "GATEWAY_HOST must be an address of this machine, or unset"))
+            return self.finish([], {"skipped": "the gateway did not start"})
         finally:
-            gateway.shutdown()
+            url = gateways[0].url if gateways else ""
+            runtime._STATE.reset()
+        return self.after_step(engine, args, step_samples, stopped, url)
+
+    def after_step(self, engine: StandInEngine, args: Any, samples: list[Any], stopped: str, url: str) -> int:
+        """The checks the step's episodes answer, the advantages, the outputs."""
+        wiring = self.wiring(url)
+        self.checks.append(check_gateway_address(url, self.acr))
+        episodes = recorded_episodes(self.out_dir, len(self.rows))
         # the stand-in knows a session by its routing key (the gateway never sends the id)
         held = engine.policy.sessions
         logs = {e.session_id: held.get(routing_key(e.session_id), SessionLog()) for e in episodes}
-        found = episode_checks(episodes, logs, wiring)
-        self.checks += [c for c in found if c.check != "rehearse.data"]  # the rows were checked first
+        self.checks += [c for c in episode_checks(episodes, logs, wiring) if c.check != "rehearse.data"]
+        advantages = write_samples(self.out_dir, samples, args, engine.policy.tokenizer.decode)
+        lines = (self.out_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        self.step = {"samples": len(samples), "trained_tokens": sum(sum(s.loss_mask) for s in samples),
+                     "advantages": [round(a, 4) for a in advantages], "stopped": stopped,
+                     "sampling": json.loads(lines[-1]).get("sampling") if lines else None}
         settings = {
-            "agent": self.config.agent_runtime_arn or self.config.agent_url,
-            "transport": "acr" if self.acr else "local",
-            "gateway_url": gateway.url,
-            "s3_results": wiring.results,
-            "model_dir": self.model_dir,
-            "samples_per_prompt": self.options.samples_per_prompt,
-            "acr_timeout": self.config.acr_timeout,
-            "config": self.config.source,
+            "agent": self.config.agent_runtime_arn or self.config.agent_url, "gateway_url": url,
+            "transport": "acr" if self.acr else "local", "s3_results": wiring.results,
+            "model_dir": self.model_dir, "samples_per_prompt": self.options.samples_per_prompt,
+            "acr_timeout": self.config.acr_timeout, "config": self.config.source,
         }
-        self.step = self.record_step(episodes, recording.calls, engine)
-        return self.finish(episodes, recording.calls, settings)
-
-    def record_step(self, episodes: list[Episode], calls: dict[str, list[Any]],
-                    engine: StandInEngine) -> dict[str, Any]:
-        """The training step the episodes stand for: samples, advantages, the run's records."""
-        step = make_step(episodes, self.payloads, calls,
-                         {"reward_postprocessing": self.config.reward_postprocessing,
-                          "infra_failures": self.config.infra_failures})
-        tokenizer = engine.policy.tokenizer
-        record_step(self.out_dir, episodes, step, calls, time.monotonic() - self.started, tokenizer.decode)
-        trained = sum(sum(s.loss_mask) for s in step.samples)
-        return {"samples": len(step.samples), "trained_tokens": trained,
-                "advantages": [round(a, 4) for a in step.advantages]}
+        return self.finish(episodes, settings)
 
     def wiring(self, gateway_url: str) -> Wiring:
         """What the fixes name."""
         c = self.config
         agent = f"ACR runtime {c.agent_runtime_arn}" if self.acr else f"the agent at {c.agent_url}"
-        return Wiring(agent, self.acr, gateway_url, f"s3://{c.s3_bucket}/{c.exp_id}/{self.input_id}/")
+        return Wiring(agent, self.acr, gateway_url, f"s3://{c.s3_bucket}/{c.exp_id}/train-{STEP}-<id>/")
 
-    def finish(
-        self, episodes: Sequence[Episode], calls: dict[str, list[Any]], settings: dict[str, Any]
-    ) -> int:
+    def finish(self, episodes: Sequence[Episode], settings: dict[str, Any]) -> int:
         """Write the outputs, print the lines; the exit status."""
         seconds = time.monotonic() - self.started
-        policy = f"policy: calls the first tool offered once, then answers {ANSWER!r} (no model)"
+        policy = (f"policy: calls the first tool offered once, then answers {ANSWER.format('N')!r}, N the "
+                  "row's answer and a wrong one in turn (no model)")
         parts = {"stand_ins": [policy, *self.stand_ins.lines],
                  "real_parts": REAL_PARTS, "not_rehearsed": NOT_REHEARSED, "step": self.step}
         write_outputs(self.out_dir, episodes, self.checks, settings, seconds, parts)
@@ -542,10 +547,7 @@ class Rehearsal:
         print(REAL_PARTS)
         print(NOT_REHEARSED)
         if self.step:
-            print(f"training step: {len(episodes)} episodes -> {self.step['samples']} samples, "
-                  f"{self.step['trained_tokens']} tokens with loss mask 1, advantages "
-                  f"{self.step['advantages']}{_no_signal(self.step['advantages'])} (metrics.jsonl, "
-                  "samples.jsonl)")
+            print(_step_line(self.step, episodes))
         print(f"results: {self.out_dir}" + (f"; report: {report}" if report else
                                              f" (bin/report {self.out_dir} writes its report)"))
         sys.stdout.flush()
@@ -554,8 +556,31 @@ class Rehearsal:
         return exit_status(self.checks)
 
 
-def _no_signal(advantages: Sequence[float]) -> str:
-    """What all-zero advantages mean (the stand-in answers alike, so its rewards are equal)."""
+def _answers(payloads: Sequence[Any]) -> dict[str, str]:
+    """Each row's prompt -> its answer (GSM8K rows carry both): the stand-in answers one
+    episode of a group right and the next wrong, so the group's rewards differ."""
+    return {str(p["prompt"]): str(p["answer"]) for p in payloads
+            if isinstance(p, dict) and p.get("prompt") and p.get("answer") is not None}
+
+
+def _step_line(step: dict[str, Any], episodes: Sequence[Episode]) -> str:
+    """What the step gave training: groups kept and dropped, samples, padding, advantages."""
+    sampling = step.get("sampling") or {}
+    dropped = ", ".join(f"{k} {v}" for k, v in (sampling.get("groups_dropped") or {}).items()) or "none"
+    return (f"training step {STEP}: {sampling.get('groups_started', '?')} groups started, "
+            f"{sampling.get('groups_trained', '?')} kept, dropped: {dropped}, "
+            f"{sampling.get('groups_aborted', 0)} cut at the tail; {len(episodes)} episodes -> "
+            f"{step['samples']} samples ({sampling.get('padding_samples', 0)} data-parallel padding), "
+            f"{step['trained_tokens']} tokens with loss mask 1, advantages {step['advantages']}"
+            f"{_no_signal(step['advantages'], episodes)} (metrics.jsonl, samples.jsonl)")
+
+
+def _no_signal(advantages: Sequence[float], episodes: Sequence[Episode]) -> str:
+    """What all-zero advantages mean: every episode failed (a training step stops there), or
+    every group's rewards are equal."""
+    if episodes and not any(e.ok for e in episodes):
+        return (f": every episode failed, so there is nothing to train on (a training step stops: all "
+                f"{len(episodes)} episodes failed; the FAIL lines above say why)")
     if advantages and not any(advantages):
         return (": every group's rewards are equal, so training would learn nothing from this step "
                 "(as a real step whose groups all score the same)")
@@ -564,8 +589,6 @@ def _no_signal(advantages: Sequence[float]) -> str:
 
 def _repo() -> Path:
     """The toolkit's checkout (examples/ is there)."""
-    import os
-
     return Path(os.environ.get("TOOLKIT_REPO") or Path(__file__).resolve().parents[3])
 
 

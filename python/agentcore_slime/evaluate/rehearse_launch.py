@@ -1,18 +1,20 @@
 """``bin/eval --rehearse``'s launcher half: check the inputs, make the results directory, exec.
 
 Runs on bin/train's python (jinja2, pyyaml, python-dotenv) after the env file is validated like
-any bin/eval's. Without an env file the rehearsal's own (``examples/rehearsal.env``) is used, with
-the parts it has no real one for stood in by the rehearsal (:mod:`.rehearse_parts`): the example
-agent started here on a free port, S3 on loopback, the toolkit's tokenizer, the prepared offline
-GSM8K sample as data. Before anything is written, ``python3`` must have the rehearsal's packages
-(else one line with the install command, exit 127); the data must exist (exit 2). Then
-``runs/<EXP_ID>/rehearsal/<UTC time>[-N]/`` is made (mode 0700, never shared) with the run's
-``toolkit.yaml`` and ``env`` in it, and ``python3 -m agentcore_slime.evaluate.rehearse``
-(:mod:`.rehearse`) replaces this process. No SGLang, no GPU: nothing is locked, no process is stopped.
+any bin/eval's. Without an env file the rehearsal's own (``examples/rehearsal.env``) is used,
+with the parts it has no real one for stood in by the rehearsal (:mod:`.rehearse_parts`): the
+example agent started here on a free port, S3 on loopback, the toolkit's tokenizer, the prepared
+offline GSM8K sample as data. Before anything is written, the toolkit's python (the one bin/eval
+runs on) must have the rehearsal's packages (else one line with the install command, exit 127);
+the data must exist (exit 2). Then ``runs/<EXP_ID>/rehearsal/<UTC time>[-N]/`` is made (mode
+0700, never shared) with the run's ``toolkit.yaml`` and ``env`` in it, and ``<that python> -m
+agentcore_slime.evaluate.rehearse`` (:mod:`.rehearse`) replaces this process. No SGLang, no GPU:
+nothing is locked, no process is stopped.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -100,9 +102,10 @@ def check_rehearsal(config: Config, limit: int | None) -> None:
 
 
 def command(config: Config, limit: int | None, out_dir: Path | str, stand_ins: bool = False) -> list[str]:
-    """The rehearsal's command line (what runs, and what --dry-run prints)."""
+    """The rehearsal's command line (what runs, and what --dry-run prints): the toolkit's python."""
+    layout = {"actor_num_gpus_per_node": config["NUM_GPUS"], "tensor_model_parallel_size": config["TP_SIZE"]}
     words = [
-        "python3", "-m", REHEARSE_MODULE,
+        sys.executable, "-m", REHEARSE_MODULE, "--layout", json.dumps(layout),
         "--config", f"{out_dir}/toolkit.yaml",
         "--model-dir", str(config["MODEL_DIR"]),
         "--data", str(config["DATA_PATH"]),
@@ -131,7 +134,7 @@ def run_rehearsal(
         say(f"dry run: nothing written; the rehearsal writes {rehearsals}/<UTC time>/ and runs:")
         print(" ".join(shell_quote(w) for w in command(config, limit, f"{rehearsals}/<UTC time>", stand_ins)))
         return 0
-    check_packages("python3", stand_ins)
+    check_packages(sys.executable, stand_ins)
     rendered = render_eval(config, paths, EvalRequest(Path(str(config["MODEL_DIR"])), limit),
                            paths.repo / "templates")
     try:

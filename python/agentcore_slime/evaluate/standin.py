@@ -1,13 +1,14 @@
 """The rehearsal's stand-in policy: a tiny CPU engine that speaks SGLang's ``/generate``.
 
-``bin/eval --rehearse`` runs the real gateway in front of this instead of SGLang, so the
-wiring (agent, gateway address, payload, tools, bucket, rewards) is tried before any GPU is
-reserved. The stand-in does not think. Per gateway session (the routing key the gateway sends
-with every call) the first call whose prompt offers tools is answered with a call of the first
-of them, once; every other answer is :data:`ANSWER`. Both answers are written by the model's
-own renderer (the one the gateway chooses, from the same settings), so the gateway parses the
-tool call back exactly as it would parse the model's: a call the gateway cannot parse is a
-rehearsal failure, not a silent plain-text answer.
+``bin/eval --rehearse`` runs the real gateway in front of this instead of SGLang, so the wiring
+(agent, gateway address, payload, tools, bucket, rewards) is tried before any GPU is reserved.
+The stand-in does not think. Per gateway session (the routing key the gateway sends with every
+call) the first call whose prompt offers tools is answered with a call of the first of them,
+once; every other answer is :data:`ANSWER` with the row's answer, or a wrong one, in turn (a
+group's rewards differ, as a model's do). Both answers are written by the model's own renderer
+(the one the gateway chooses, from the same settings), so the gateway parses the tool call back
+exactly as it would parse the model's: a call the gateway cannot parse is a rehearsal failure,
+not a silent plain-text answer.
 
 Which tools are offered is read from the prompt text: chat templates write the tool list as
 JSON objects (``{"type": "function", "function": {"name": ...}}`` or ``{"name": ...,
@@ -31,8 +32,9 @@ from agentcore_slime.gateway.engine import ROUTING_HEADER
 
 logger = logging.getLogger(__name__)
 
-#: the stand-in's final answer (the agent's reward for it says nothing about any model)
-ANSWER = "REHEARSAL: stand-in policy, not a model. The answer is 1."
+#: the stand-in's final answer (the agent's reward for it says nothing about any model): a row's
+#: answer in every other episode of its group, a wrong one in the others, so rewards differ
+ANSWER = "REHEARSAL: stand-in policy, not a model. The answer is {}."
 #: what the stand-in reports as its context length (/v1/models max_model_len)
 CONTEXT_LENGTH = 131072
 #: a probe user message, rendered to find where the assistant's turn starts
@@ -49,6 +51,7 @@ class SessionLog:
     :param tool_arguments: the arguments it called the tool with (JSON text).
     :param problem: why it could not call the offered tool ("" when it could).
     :param tool_call_at: which of its calls answered with the tool call (0: none).
+    :param answer: its final answer ("" until it gave one).
     """
 
     calls: int = 0
@@ -57,6 +60,7 @@ class SessionLog:
     tool_arguments: str = ""
     problem: str = ""
     tool_call_at: int = 0
+    answer: str = ""
 
     @property
     def came_back(self) -> bool:
@@ -119,6 +123,7 @@ class StandInPolicy:
     :param renderer_family: ``RENDERER_FAMILY`` (``auto`` infers it, as the gateway does).
     :param tool_call_parser: ``SGLANG_TOOL_CALL_PARSER`` (chat-template models).
     :param reasoning_parser: ``SGLANG_REASONING_PARSER``.
+    :param answers: each row's prompt -> its answer (rows without one are answered 1 or 2 in turn).
     """
 
     def __init__(
@@ -127,6 +132,7 @@ class StandInPolicy:
         renderer_family: str = "auto",
         tool_call_parser: str | None = None,
         reasoning_parser: str | None = None,
+        answers: dict[str, str] | None = None,
     ) -> None:
         from agentcore_slime.gateway.family import choose_renderer, load_tokenizer
         from agentcore_slime.gateway.rendering import PromptBuilder
@@ -141,6 +147,8 @@ class StandInPolicy:
         )
         self.stop_ids = PromptBuilder(self.renderer, self.tokenizer, self.choice.family).stop_ids
         self.sessions: dict[str, SessionLog] = {}  # by routing key (engine.routing_key of the session id)
+        self.answers = answers or {}
+        self._answered: dict[str, int] = {}  # sessions answered, by row prompt
         self._lock = threading.Lock()
 
     def _turn(self, message: dict[str, Any], tools: list[dict[str, Any]] | None) -> list[int]:
@@ -176,9 +184,16 @@ class StandInPolicy:
             raise ValueError(f"the renderer's tool call for {spec['name']!r} does not parse back as one")
         return ids
 
-    def answer(self) -> list[int]:
-        """Ids of the fixed final answer."""
-        return self._turn({"role": "assistant", "content": ANSWER}, None)
+    def answer(self, log: SessionLog, input_ids: list[int]) -> list[int]:
+        """Ids of the session's final answer: its row's answer, or a wrong one, in turn."""
+        if not log.answer:
+            prompt = self.tokenizer.decode(input_ids, skip_special_tokens=False)
+            row = next((text for text in self.answers if text in prompt), "")
+            with self._lock:
+                turn = self._answered[row] = self._answered.get(row, -1) + 1
+            right = self.answers.get(row, "1")
+            log.answer = ANSWER.format(right if turn % 2 == 0 else f"{right}1")  # 18 -> 181: wrong
+        return self._turn({"role": "assistant", "content": log.answer}, None)
 
     def complete(self, session: str, input_ids: list[int]) -> list[int]:
         """The completion for one call of ``session``.
@@ -191,17 +206,17 @@ class StandInPolicy:
             log.calls += 1
             number = log.calls
             tried = bool(log.tool_called or log.problem)
-        if tried:  # one tool call per session; every later answer is the fixed text
-            return self.answer()
+        if tried:  # one tool call per session; every later answer is the session's answer
+            return self.answer(log, input_ids)
         tools = offered_tools(self.tokenizer.decode(input_ids, skip_special_tokens=False))
         if not tools:  # e.g. a planning call without tools: a later call may offer some
-            return self.answer()
+            return self.answer(log, input_ids)
         log.tools_offered = [t["function"]["name"] for t in tools]
         try:
             ids = self.tool_call(tools[0])
         except ValueError as exc:  # a wiring finding (no tool-call parser), not an engine error
             log.problem = str(exc)
-            return self.answer()
+            return self.answer(log, input_ids)
         log.tool_called, log.tool_call_at = tools[0]["function"]["name"], number
         log.tool_arguments = json.dumps(placeholder_arguments(tools[0]["function"].get("parameters")))
         return ids

@@ -156,21 +156,28 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["rehearsal"] is True and summary["episodes"] == 4 and summary["failed"] == 0
     assert [c["status"] for c in summary["checks"]] == ["PASS"] * 9
-    # the user's agent, bucket and tokenizer were used: only the policy stood in, and it says so
-    assert [line.split(":")[0] for line in summary["stand_ins"]] == ["policy"]
+    # the user's agent, bucket and tokenizer were used: only the policy (and slime's types, slime
+    # not being installed here) stood in, and it says so
+    assert [line.split(":")[0] for line in summary["stand_ins"]] == ["policy", "slime"]
     assert "stand-in policy:" in done.stdout and "stand-in S3" not in done.stdout
-    # the training step the episodes stand for, recorded as training records one
+    # the training step, run by slime's rollout function and recorded by it: over-sampling started
+    # a third group, the filter kept two with differing rewards
     [metrics] = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics["kind"] == "train" and metrics["step"] == 0 and metrics["episodes"]["started"] == 4
+    assert metrics["sampling"]["groups_started"] >= 3 and metrics["sampling"]["groups_trained"] == 2
     samples = [json.loads(line) for line in (out_dir / "samples.jsonl").read_text().splitlines()]
-    assert [(s["group"], s["index"]) for s in samples] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    groups = [s["group"] for s in samples]
+    assert len(samples) == 4 and groups[0] == groups[1] != groups[2] == groups[3]
     for sample in samples:  # the tool call sampled (1), the tool result and template glue bridged (0)
         assert [bit for bit, _ in sample["loss_mask_runs"]] == [1, 0, 1], sample["loss_mask_runs"]
         assert len(sample["loss_mask"]) == sample["response_tokens"] == len(sample["rollout_log_probs"])
         pieces = sample["response_pieces"]
         assert "calculator" in pieces[0][1] and "<tool_response>" in pieces[1][1]
-        assert sample["raw_reward"] == 0.0 and sample["advantage"] == 0.0  # equal rewards: no signal
-    assert "every group's rewards are equal" in done.stdout
+    # the stand-in answers a group's episodes right and wrong: rewards 1 and 0, advantages +-0.7071
+    for pair in (samples[:2], samples[2:]):
+        assert sorted(s["raw_reward"] for s in pair) == [0.0, 1.0]
+        assert sorted(round(s["advantage"], 4) for s in pair) == [-0.7071, 0.7071]
+    assert "learn nothing" not in done.stdout and "0 data-parallel padding" in done.stdout
     # its report: marked as a rehearsal, with every sample's loss mask
     page = (out_dir / "report.html").read_text(encoding="utf-8")
     assert "REHEARSAL of a training step" in page and 'id="samples"' in page
@@ -191,8 +198,8 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
     assert report_main([str(out_dir)]) == 0  # bin/report <rehearsal dir>
     page = (out_dir / "report.html").read_text(encoding="utf-8")
     assert "train step 0" in page and "calculator" in page
-    listing = stand.s3.client().list_objects_v2(Bucket=stand.bucket, Prefix="rehearse-e2e/rehearsal-")
-    assert {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]} == {
+    listing = stand.s3.client().list_objects_v2(Bucket=stand.bucket, Prefix="rehearse-e2e/train-0-")
+    assert {o["Key"].rsplit("/", 1)[1] for o in listing["Contents"]} >= {
         f"{e.session_id}.json" for e in step.episodes
     }
 
@@ -331,7 +338,8 @@ def test_dry_run_prints_the_rehearsal_and_writes_nothing(stand: Stand, tmp_path:
     done = _bin_eval(tmp_path, "--rehearse", "--dry-run", "--limit", "3", str(_env_file(stand, tmp_path)))
     assert done.returncode == 0, done.stdout + done.stderr
     runs = tmp_path / "runs" / "rehearse-e2e" / "rehearsal"
-    assert done.stdout.startswith("python3 -m agentcore_slime.evaluate.rehearse --config ")
+    # the toolkit's python (TOOLKIT_PYTHON here), not python3 from PATH
+    assert done.stdout.startswith(f"{sys.executable} -m agentcore_slime.evaluate.rehearse --layout ")
     assert f"--data {stand.train_path} --limit 3 --out-dir '{runs}/<UTC time>'" in done.stdout
     assert "dry run: nothing written" in done.stderr
     assert not (tmp_path / "runs").exists()
@@ -391,25 +399,46 @@ def test_the_rehearsal_alone_runs_a_training_step_with_every_part_stood_in(tmp_p
     for part in ("stand-in policy:", "stand-in S3: a store on loopback", "stand-in tokenizer:",
                  "stand-in agent: the example math agent"):
         assert part in done.stdout, done.stdout
-    assert "training step: 2 episodes -> 2 samples" in done.stdout
+    # one group of two; the data-parallel split of NUM_GPUS=8 / TP_SIZE=2 pads it to four samples
+    assert "; 2 episodes -> 4 samples (2 data-parallel padding)" in done.stdout, done.stdout
     [out_dir] = (tmp_path / "runs" / "rehearsal" / "rehearsal").iterdir()
     written = {p.name for p in out_dir.iterdir()}
     assert {"metrics.jsonl", "samples.jsonl", "report.html", "agent.log"} <= written
 
 
-def test_a_python3_without_the_packages_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
-    """``python3`` on PATH without the rehearsal's packages (here: one that sees no site-packages):
-    one line with the install command, exit 127, no empty results directory left."""
+def test_a_python_without_the_packages_is_one_line_and_the_rehearsal_runs_the_toolkits(
+    tmp_path: Path,
+) -> None:
+    """The rehearsal runs on the python bin/eval runs on (TOOLKIT_PYTHON), not ``python3`` from
+    PATH: a python3 on PATH without the packages is no matter; a python without them (here one
+    that sees no site-packages) is one line with the install command, exit 127."""
+    from agentcore_slime.evaluate.rehearse_launch import MissingPackages, check_packages
+
     stub = tmp_path / "bin" / "python3"
     stub.parent.mkdir()
     stub.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
     stub.chmod(0o755)
+    wanted = r"python3 lacks aiohttp, httpx.*pip install -e \"python/\[rehearse\]\""
+    with pytest.raises(MissingPackages, match=wanted):
+        check_packages(str(stub), stand_ins=True)
     env = {**os.environ, "PATH": f"{stub.parent}:{os.environ['PATH']}", "TOOLKIT_PYTHON": sys.executable,
            "TOOLKIT_RUNS_DIR": str(tmp_path / "runs")}
-    done = subprocess.run([str(REPO / "bin" / "eval"), "--rehearse"], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
-    assert done.returncode == 127, done.stdout + done.stderr
-    [line] = done.stderr.splitlines()
-    assert line.startswith("bin/eval: python3 lacks aiohttp, httpx")
-    assert 'pip install -e "python/[rehearse]"' in line
-    assert done.stdout == "" and not (tmp_path / "runs").exists()
+    done = subprocess.run([str(REPO / "bin" / "eval"), "--rehearse", "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.startswith(f"{sys.executable} -m "), done.stdout + done.stderr
+
+
+def test_bin_train_rehearse_is_the_same_rehearsal_in_its_own_name(stand: Stand, tmp_path: Path) -> None:
+    """``bin/train --rehearse`` runs bin/eval's rehearsal launcher, its lines prefixed bin/train."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "TOOLKIT_PYTHON": sys.executable, "TOOLKIT_RUNS_DIR": str(tmp_path / "runs")}
+    train = str(REPO / "bin" / "train")
+    done = subprocess.run([train, "--rehearse", "--dry-run", str(_env_file(stand, tmp_path))],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"{sys.executable} -m agentcore_slime.evaluate.rehearse --layout ")
+    assert done.stderr.startswith("bin/train: dry run: nothing written"), done.stderr
+    done = subprocess.run([train, "--rehearse", "--limit", "0"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("bin/train: --limit 0 must be at least 1"), done.stderr

@@ -99,19 +99,28 @@ def test_the_stand_in_calls_the_first_tool_once_in_the_models_format_then_answer
     prompt = policy.renderer.render_ids(
         [{"role": "user", "content": "1+1?"}], tools=tools, add_generation_prompt=True
     )
-    assert (
-        policy.tokenizer.decode(policy.complete("s1", plain)) == ANSWER + "<|im_end|>"
-    )  # no tool offered yet
+    one, eleven = ANSWER.format("1") + "<|im_end|>", ANSWER.format("11") + "<|im_end|>"
+    assert policy.tokenizer.decode(policy.complete("s1", plain)) == one  # no tool offered yet
     first = policy.complete("s1", prompt)
     assert policy.tokenizer.decode(first) == (
         '<tool_call>\n{"name": "calculator", "arguments": {"expression": "1"}}\n</tool_call><|im_end|>'
     )
-    assert policy.tokenizer.decode(policy.complete("s1", prompt)) == ANSWER + "<|im_end|>"
-    assert policy.sessions["s1"] == SessionLog(3, ["calculator"], "calculator", '{"expression": "1"}', "", 2)
-    assert (
-        policy.tokenizer.decode(policy.complete("s2", plain)) == ANSWER + "<|im_end|>"
-    )  # a session of its own
+    assert policy.tokenizer.decode(policy.complete("s1", prompt)) == one  # the session's answer stays
+    assert policy.sessions["s1"] == SessionLog(3, ["calculator"], "calculator", '{"expression": "1"}', "", 2,
+                                               ANSWER.format("1"))
+    # a session of its own: the next answer of rows without one (1, 11, 1, ...) is a wrong one
+    assert policy.tokenizer.decode(policy.complete("s2", plain)) == eleven
     assert policy.sessions["s2"].tool_called == "" and policy.sessions["s2"].tools_offered == []
+
+
+def test_the_stand_in_answers_a_rows_episodes_right_and_wrong_in_turn(toy: Path) -> None:
+    """So a group's rewards differ and its advantages are not all zero (the row's prompt is found
+    in the rendered prompt; its answer is the row's metadata answer)."""
+    policy = StandInPolicy(str(toy), answers={"What is 17 + 25?": "42", "other": "7"})
+    prompt = policy.renderer.render_ids([{"role": "user", "content": "What is 17 + 25?"}],
+                                        add_generation_prompt=True)
+    texts = [policy.tokenizer.decode(policy.complete(f"s{n}", prompt)) for n in range(3)]
+    assert texts == [ANSWER.format(n) + "<|im_end|>" for n in ("42", "421", "42")]
 
 
 @pytest.mark.parametrize("reasoning_parser", [None, "qwen3"])
@@ -135,7 +144,7 @@ def test_a_tool_call_the_gateway_could_not_parse_is_a_finding(toy: Path) -> None
     prompt = policy.renderer.render_ids(
         [{"role": "user", "content": "1+1?"}], tools=tools, add_generation_prompt=True
     )
-    assert policy.tokenizer.decode(policy.complete("s1", prompt)) == ANSWER + "<|im_end|>"
+    assert policy.tokenizer.decode(policy.complete("s1", prompt)) == ANSWER.format("1") + "<|im_end|>"
     log = policy.sessions["s1"]
     assert log.tool_called == "" and "does not parse back" in log.problem
     episode = _episode(reward=0.0, turns=1)
