@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -116,7 +117,14 @@ def _lines(output: str) -> dict[str, str]:
 
 
 def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, tmp_path: Path) -> None:
-    done = _bin_eval(tmp_path, "--rehearse", str(_env_file(stand, tmp_path)))
+    # GATEWAY_PORT names a port something else holds (a second rehearsal, Prometheus on 9090): the
+    # rehearsal's gateway binds a free port of its own and says which
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        done = _bin_eval(tmp_path, "--rehearse", str(_env_file(stand, tmp_path, GATEWAY_PORT=port)))
+    assert "Exception ignored" not in done.stderr and f":{port}" not in done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
     assert (
         "REHEARSAL" in done.stdout and "STAND-IN POLICY" in done.stdout and "STAND-IN POLICY" in done.stderr

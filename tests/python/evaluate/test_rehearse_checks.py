@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 from agentcore_slime.evaluate.episodes import INFRASTRUCTURE, Episode
-from agentcore_slime.evaluate.rehearse import Wiring, check_gateway_address, diagnose, episode_checks
+from agentcore_slime.evaluate.rehearse import (
+    Wiring,
+    _step_line,
+    check_gateway_address,
+    diagnose,
+    episode_checks,
+)
 from agentcore_slime.evaluate.standin import (
     ANSWER,
     SessionLog,
@@ -272,3 +278,14 @@ def test_a_loopback_gateway_address_is_refused_for_an_acr_agent_only() -> None:
     assert check_gateway_address("http://10.0.3.7:4000", acr=True).line() == (
         "PASS rehearse.gateway: the real gateway serves the stand-in policy at http://10.0.3.7:4000"
     )
+
+
+def test_a_step_whose_every_episode_failed_says_so_not_that_rewards_are_equal() -> None:
+    """An ARN without credentials: every episode fails to invoke; the step line must not call
+    that a group of equal rewards (there are none)."""
+    failed = [_episode(row, "invoke_error", "AccessDeniedException") for row in (0, 0, 1, 1)]
+    line = _step_line({"samples": 0, "trained_tokens": 0, "advantages": []}, failed)
+    assert "every episode failed, so there is nothing to train on" in line and "equal" not in line
+    equal = [_episode(row, reward=0.0) for row in (0, 0)]
+    line = _step_line({"samples": 2, "trained_tokens": 9, "advantages": [0.0, 0.0]}, equal)
+    assert "every group's rewards are equal" in line
