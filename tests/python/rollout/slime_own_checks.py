@@ -35,6 +35,7 @@ def stub_megatron() -> None:
     for group in ("tensor_model_parallel", "context_parallel", "data_parallel", "pipeline_model_parallel"):
         for what, value in sizes.items():
             setattr(mpu, f"get_{group}_{what}", lambda *a, _v=value, **k: _v)
+        setattr(mpu, f"get_{group}_group", lambda *a, **k: None)  # one rank: no collective runs
     transformer = types.ModuleType("megatron.core.transformer")
     block = types.ModuleType("megatron.core.transformer.transformer_block")
     block.get_num_layers_to_build = lambda config, vp_stage=None: config.num_layers  # type: ignore[attr-defined]
@@ -79,7 +80,7 @@ def module_names(path: Path, names: tuple[str, ...], namespace: dict[str, Any]) 
 def make_samples(Sample: Any, rows: list[dict[str, Any]]) -> list[Any]:
     samples = []
     for row in rows:
-        fields = {k: v for k, v in row.items() if k not in ("calls", "status")}
+        fields = {k: v for k, v in row.items() if k not in ("calls", "status", "train_log_probs")}
         sample = Sample(**fields)
         sample.status = Sample.Status(row["status"])
         samples.append(sample)
@@ -199,6 +200,98 @@ def check_actor(slime: Path, data: dict[str, Any], layout: dict[str, int]) -> st
     return f"ok ({len(experts)} samples, {flat.shape[0]} rows replayed)"
 
 
+def call_positions(row: dict[str, Any]) -> list[tuple[int, float]]:
+    """(response position, the engine's logprob) of every sampled token, from the calls alone
+    (each call's completion sits at its prompt's end): the independent side of the TIS checks."""
+    first = len(row["calls"][0]["prompt"])
+    return [
+        (len(call["prompt"]) - first + i, logprob)
+        for call in row["calls"]
+        for i, logprob in enumerate(call["logprobs"])
+    ]
+
+
+def check_importance_sampling(slime: Path, rows: list[dict[str, Any]], total: list[int]) -> str:
+    """Each importance-sampling flag's slime function over the samples' ``rollout_log_probs`` and
+    loss masks, against the same quantity computed from the engine's logprobs in the calls."""
+    import math
+
+    import torch
+    from slime.backends.megatron_utils.loss import icepop_function, vanilla_tis_function
+    from slime.utils.ppo_utils import compute_opsm_mask
+
+    sys.path.insert(0, str(slime / "examples" / "train_infer_mismatch_helper"))
+    import mis  # the --custom-tis-function-path example: compute_mis_weights_with_cp
+
+    episodes = [row for row in rows if row["calls"]]
+    train = [torch.tensor(row["train_log_probs"]) for row in episodes]
+    rollout = [torch.tensor(row["rollout_log_probs"]) for row in episodes]
+    masks = [torch.tensor(row["loss_mask"]) for row in episodes]
+    sampled = [call_positions(row) for row in episodes]
+    for row, positions in zip(episodes, sampled, strict=True):  # --use-rollout-logprobs reads these
+        assert sorted(p for p, _ in positions) == [i for i, m in enumerate(row["loss_mask"]) if m]
+        assert all(row["rollout_log_probs"][p] == lp for p, lp in positions)
+
+    def ratios(i: int) -> list[tuple[int, float]]:
+        return [(p, float(train[i][p]) - lp) for p, lp in sampled[i]]
+
+    seq_kls = [-sum(r for _, r in ratios(i)) / len(ratios(i)) for i in range(len(episodes))]
+    # the median: OPSM masks some sequences and keeps others
+    args = Namespace(tis_clip=1.5, tis_clip_low=0.7, opsm_delta=sorted(seq_kls)[len(seq_kls) // 2])
+    every = [math.exp(r) for i in range(len(episodes)) for _, r in ratios(i)]
+    assert min(every) < 0.7 and max(every) > 1.5 and any(0.7 <= r <= 1.5 for r in every)  # both clips bite
+    ones = torch.ones(sum(len(t) for t in train), dtype=torch.float64)
+    for function, keep in ((vanilla_tis_function, "clamp"), (icepop_function, "zero")):
+        weights, out_masks, _ = function(
+            args, pg_loss=ones, train_log_probs=train, rollout_log_probs=rollout, loss_masks=masks
+        )
+        assert all(torch.equal(a, b) for a, b in zip(out_masks, masks, strict=True))
+        start = 0
+        for i in range(len(episodes)):
+            for position, log_ratio in ratios(i):
+                r = math.exp(log_ratio)
+                want = min(max(r, 0.7), 1.5) if keep == "clamp" else (r if 0.7 <= r <= 1.5 else 0.0)
+                assert math.isclose(float(weights[start + position]), want, rel_tol=1e-5), (
+                    function,
+                    i,
+                    position,
+                )
+            start += len(train[i])
+    advantages = [torch.full_like(t, -1.0) for t in train]
+    opsm, _ = compute_opsm_mask(args, train, rollout, advantages, masks)
+    start, kept = 0, set()
+    for i in range(len(episodes)):
+        want = 0.0 if seq_kls[i] > args.opsm_delta else 1.0
+        assert torch.all(opsm[start : start + len(train[i])] == want)
+        kept.add(want)
+        start += len(train[i])
+    assert kept == {0.0, 1.0}
+    levels = {"token": None, "sequence": sum, "geometric": lambda v: sum(v) / len(v)}
+    for level, reduce in levels.items():
+        mis_args = Namespace(
+            use_tis=True, use_rs=False, tis_level=level, tis_mode="truncate", tis_upper_bound=1.5,
+            tis_lower_bound=None, rs_lower_bound=None, rs_upper_bound=None, tis_batch_normalize=False,
+        )  # fmt: skip
+        weights, _, metrics = mis.compute_mis_weights_with_cp(
+            mis_args, pg_loss=ones, train_log_probs=train, rollout_log_probs=rollout, loss_masks=masks,
+            total_lengths=[total[i] for i in range(len(episodes))], response_lengths=[len(t) for t in train],
+        )  # fmt: skip
+        start = 0
+        for i in range(len(episodes)):
+            values = [r for _, r in ratios(i)]
+            for position, log_ratio in ratios(i):
+                want = min(math.exp(log_ratio if reduce is None else reduce(values)), 1.5)
+                assert math.isclose(float(weights[start + position]), want, rel_tol=1e-5), (level, i)
+            masked = [p for p in range(len(train[i])) if p not in dict(ratios(i))]
+            assert all(float(weights[start + p]) == 0.0 for p in masked)  # truncate zeroes masked tokens
+            engine = [lp for _, lp in sampled[i]]
+            assert math.isclose(
+                float(metrics["mis_rollout_log_ppl"][start]), -sum(engine) / len(engine), rel_tol=1e-5
+            )
+            start += len(train[i])
+    return f"ok ({len(episodes)} samples, {sum(len(s) for s in sampled)} sampled tokens)"
+
+
 def main() -> None:
     slime, data_path = Path(sys.argv[1]), Path(sys.argv[2])
     sys.path.insert(0, str(slime))
@@ -233,6 +326,8 @@ def main() -> None:
     run("train_data_has_routing", converted)
     if data is not None:
         run("actor", lambda: check_actor(slime, data, layout))
+    totals = [len(row["tokens"]) for row in rows if row["calls"]]
+    run("importance_sampling", lambda: check_importance_sampling(slime, rows, totals))
     print(json.dumps(results))
 
 

@@ -8,13 +8,17 @@ tests' SGLang parser venv, has a CPU torch); it skips otherwise, saying so. Mult
 (one with a fork) go through the real gateway in front of the scripted MoE engine; the merged
 samples, a failed episode's and padding's, are handed to slime_own_checks.py, which runs
 slime's ``Sample`` decoding, its rollout-to-training-data conversion and its actor's
-per-sample check and replay input on them. docs/rollout.md gives the results at both commits.
+per-sample check and replay input on them, and slime's importance-sampling functions (each
+``--use-tis`` / ``--use-opsm`` / ``--custom-tis-function-path`` / ``--get-mismatch-metrics``
+path) against the same quantities computed from the engine's logprobs. docs/rollout.md gives
+the results at both commits.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import pickle
 import subprocess
@@ -79,6 +83,18 @@ def _episodes(model_dir: Path) -> list[tuple[str, list[Any]]]:
             gateway.shutdown()
 
 
+def _trainer_log_probs(sample: Any, calls: list[Any]) -> list[float]:
+    """What Megatron's log-prob pass might give: the engine's logprob moved by up to +-0.9 on
+    each sampled token (ratios inside and outside every clip), -1.5 on bridge tokens."""
+    out = [-1.5] * sample.response_length
+    first = len(calls[0].prompt_token_ids) if calls else 0
+    for number, call in enumerate(calls):
+        offset = len(call.prompt_token_ids) - first
+        for i, logprob in enumerate(call.logprobs):
+            out[offset + i] = logprob + 0.9 * math.sin(7 * number + 3 * i + 1)
+    return out
+
+
 def _row(sample: Any, traces: list[Any]) -> dict[str, Any]:
     record = ShimRecord.of(sample)
     calls = [
@@ -93,6 +109,7 @@ def _row(sample: Any, traces: list[Any]) -> dict[str, Any]:
     ]
     names = ("tokens", "response_length", "loss_mask", "rollout_log_probs", "reward", "rollout_id", "index")
     row = {name: getattr(sample, name) for name in names}
+    row["train_log_probs"] = _trainer_log_probs(sample, [traces[i] for i in record.calls])
     row.update(
         remove_sample=sample.remove_sample,
         status=sample.status.value,
@@ -150,5 +167,11 @@ def test_slimes_own_code_accepts_the_samples(tmp_path: Path) -> None:
     results = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps(results, indent=1))  # the figures docs/rollout.md quotes (pytest -s shows them)
     assert all(value.startswith("ok") for value in results.values()), results
-    assert set(results) == {"sample_decoding", "train_data", "train_data_has_routing", "actor"}
+    assert set(results) == {
+        "sample_decoding",
+        "train_data",
+        "train_data_has_routing",
+        "actor",
+        "importance_sampling",
+    }
     assert np.array_equal(padding.rollout_routed_experts, failed.rollout_routed_experts)
