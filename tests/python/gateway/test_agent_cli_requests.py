@@ -153,10 +153,21 @@ def _text(item: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("*.json")))
 def test_every_recorded_field_is_listed_in_docs_agents(fixture: str) -> None:
-    """Each top-level field the CLIs send is named in docs/agents.md's field tables."""
+    """Each field the CLIs send is named in docs/agents.md: top-level ones (an object's as
+    ``key.field``, or the whole object: ``metadata``), and the types of the content blocks, input
+    items and tools."""
     docs = (Path(__file__).resolve().parents[3] / "docs" / "agents.md").read_text()
-    fields = {key for call in recorded(fixture) for key in call["body"]}
-    missing = sorted(key for key in fields if f"`{key}`" not in docs)
+    names: set[str] = set()
+    for call in recorded(fixture):
+        for key, value in call["body"].items():
+            names |= {f"{key}.{field}" for field in value} if isinstance(value, dict) else {key}
+        for listed in ("messages", "input", "tools", "system"):
+            for entry in call["body"].get(listed) or []:
+                content = entry.get("content") if isinstance(entry.get("content"), list) else []
+                typed = [x for x in [entry, *content] if isinstance(x, dict) and x.get("type")]
+                names |= {str(x["type"]) for x in typed}
+    named = {name for name in names if f"`{name}`" in docs or f"`{name.split('.')[0]}`" in docs}
+    missing = sorted(names - named)
     assert missing == []
 
 
