@@ -3,14 +3,17 @@
 - :class:`TokenFloor`: a cheap lower bound on a prompt's token count from the UTF-8 size of
   its text and the longest token of the vocabulary, so that a prompt that cannot fit the
   context is refused before its full render (seconds of CPU for megabytes of text).
-- :class:`ConnectionCap`: at most N client connections; at the cap, the oldest connection
-  without a request in progress (a half-sent head, an idle keep-alive) is closed to make room,
-  so that slow or stalled clients cannot starve the others of connections or open files.
+- :class:`ConnectionCap`: at most N client connections; at the cap, a connection without a call
+  in progress is closed to make room, those that never sent a request on a live session first
+  and the crowded peer's first (each peer holds a bounded number of them), so that slow, stalled
+  or flooding clients cannot starve the agents of connections or open files; a call on a live
+  session is never closed, its slow body included.
 - :func:`raise_open_files_limit`: the soft open-files limit raised to the hard one at start.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
@@ -26,6 +29,7 @@ from aiohttp.web_protocol import RequestHandler
 logger = logging.getLogger(__name__)
 
 FD_RESERVE = 64  # open files kept for the engine's pool, the render worker's pipes, logs
+PROTECTED_PER_SESSION = 8  # calls of one session whose connection is never closed to make room
 MARGIN_BYTES = 8  # bytes a text chunk may merge with the text around it (normalized or tokenized)
 FLOOR_CHUNK_CHARS = 64 * 1024  # text measured per C call: the event loop gets the GIL in between
 _UNICODE_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
@@ -56,74 +60,205 @@ def connection_cap(configured: int, open_files: int) -> int:
 
 
 class ConnectionCap:
-    """Admit at most ``cap`` connections to an aiohttp server; make room by closing the oldest
-    connection that has no request in progress.
+    """Admit at most ``cap`` client connections to an aiohttp server; make room by closing
+    connections that are not serving a call, the least proven first (issue 43):
+
+    1. connections that never sent a complete request head on a live session (a half-sent head,
+       an idle connection, a request to no session), from the peer address that holds the most
+       of them, oldest first; besides, one peer holds at most ``per_peer`` of them (its oldest
+       is closed when it opens another);
+    2. idle keep-alive connections that served a call of a live session, oldest first;
+    3. never a connection whose call on a live session is in progress, its body still arriving
+       included (up to :data:`PROTECTED_PER_SESSION` calls of one session at once; more stay
+       closable until their body has arrived): the session id is the call's credential.
+
+    Connections on another kind of socket (the admin routes' Unix socket) are not counted.
+    Closes are counted (:attr:`closed`) and logged: the first at once, then once a minute.
 
     Put :meth:`middleware` in the application (it marks the connections whose request is being
     handled), :meth:`attach` the runner's server, and use :meth:`factory` as the protocol
     factory of ``loop.create_server``.
 
     :param cap: the most connections open at once.
+    :param per_peer: the most unproven connections of one peer address (default: half the cap).
     """
 
     late_methods = frozenset({"POST"})
-    late_prefix = "/sessions/"  # agent calls, every protocol: busy once their body has arrived
+    late_prefix = "/sessions/"  # agent calls, every protocol: the route marks them (call_on)
+    report_every = 60.0  # seconds between two log lines about closed connections
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, per_peer: int | None = None) -> None:
         self.server: web.Server | None = None
         self.cap = cap
-        self.closed = 0  # connections closed to make room
+        self.per_peer = per_peer or max(8, cap // 2)
+        self.closed = 0  # connections closed to make room, since the start
+        self._peer: dict[RequestHandler, str] = {}  # every counted connection -> its peer address
+        self._unproven: dict[str, dict[RequestHandler, None]] = {}  # peer -> its unproven, oldest first
+        self._proven: dict[RequestHandler, None] = {}  # idle ones that served a live session's call
+        self._trusted: set[RequestHandler] = set()  # those that ever did
         self._busy: dict[RequestHandler, int] = {}  # requests in progress per connection
-        self._closing: set[RequestHandler] = set()
+        self._calls: dict[str, int] = {}  # protected calls in progress per session
+        self._window: dict[str, int] = {}  # closes per peer since the last log line
+        self._reporting = False
 
     def attach(self, server: web.Server) -> None:
-        """Serve for ``server`` (an :class:`aiohttp.web.AppRunner`'s: it lists the connections)."""
+        """Serve for ``server`` (an :class:`aiohttp.web.AppRunner`'s); its connections are
+        followed from when they are made to when they are lost."""
         self.server = server
+        made, lost = server.connection_made, server.connection_lost
+
+        def connection_made(handler: RequestHandler, transport: Any) -> None:
+            made(handler, transport)
+            self._admit(handler, transport)
+
+        def connection_lost(handler: RequestHandler, exc: BaseException | None = None) -> None:
+            lost(handler, exc)
+            self._forget(handler)
+
+        server.connection_made = connection_made  # type: ignore[method-assign]
+        server.connection_lost = connection_lost  # type: ignore[method-assign]
 
     def factory(self) -> RequestHandler:
         assert self.server is not None
-        connections = self.server.connections
-        if len(connections) >= self.cap:
-            self._closing.intersection_update(connections)
-            self._make_room(connections, len(connections) - len(self._closing) - self.cap + 1)
+        needed = len(self._peer) - self.cap + 1
+        if needed > 0:
+            self._make_room(needed)
         return self.server()
 
-    def _make_room(self, connections: list[RequestHandler], needed: int) -> None:
-        for handler in connections:  # oldest first (the server keeps them in arrival order)
-            if needed <= 0:
-                return
-            if handler in self._busy or handler in self._closing:
-                continue
-            self._closing.add(handler)
-            handler.force_close()
-            self.closed += 1
-            needed -= 1
-        if needed > 0:
-            logger.warning(
-                "%d client connections, all with a request in progress (cap %d)", len(connections), self.cap
-            )
+    # ------------------------------------------------------------------ following connections
+    def _admit(self, handler: RequestHandler, transport: Any) -> None:
+        peername = transport.get_extra_info("peername") if transport is not None else None
+        if not isinstance(peername, tuple):  # not TCP: the admin socket
+            return
+        peer = str(peername[0])
+        while len(self._unproven.get(peer, ())) >= self.per_peer:
+            self._close(next(iter(self._unproven[peer])))
+        self._peer[handler] = peer
+        self._unproven.setdefault(peer, {})[handler] = None
 
+    def _forget(self, handler: RequestHandler) -> None:
+        peer = self._peer.pop(handler, None)
+        if peer is None:
+            return
+        self._proven.pop(handler, None)
+        self._trusted.discard(handler)
+        self._busy.pop(handler, None)
+        mine = self._unproven.get(peer)
+        if mine is not None:
+            mine.pop(handler, None)
+            if not mine:
+                del self._unproven[peer]
+
+    def _set_idle(self, handler: RequestHandler, proven: bool) -> None:
+        peer = self._peer.get(handler)
+        if peer is None or handler in self._busy:
+            return
+        if proven:
+            self._trusted.add(handler)
+        if handler in self._trusted:
+            self._proven[handler] = None  # the newest idle one
+        else:
+            self._unproven.setdefault(peer, {})[handler] = None
+
+    def _set_busy(self, handler: RequestHandler) -> None:
+        self._busy[handler] = self._busy.get(handler, 0) + 1
+        peer = self._peer.get(handler)
+        if peer is not None:
+            self._proven.pop(handler, None)
+            mine = self._unproven.get(peer)
+            if mine is not None:
+                mine.pop(handler, None)
+
+    # ------------------------------------------------------------------ making room
+    def _make_room(self, needed: int) -> None:
+        while needed > 0:
+            victim = self._least_proven()
+            if victim is None:
+                logger.warning(
+                    "%d client connections, all with a call in progress (cap %d)", len(self._peer), self.cap
+                )
+                return
+            self._close(victim)
+            needed -= 1
+
+    def _least_proven(self) -> RequestHandler | None:
+        if self._unproven:
+            crowded = max(self._unproven.values(), key=len)
+            if crowded:
+                return next(iter(crowded))
+        return next(iter(self._proven), None)
+
+    def _close(self, handler: RequestHandler) -> None:
+        peer = self._peer.get(handler, "?")
+        self._forget(handler)
+        handler.force_close()
+        self.closed += 1
+        self._window[peer] = self._window.get(peer, 0) + 1
+        if not self._reporting:
+            self._reporting = True
+            self._report(first=True)
+
+    def _report(self, first: bool = False) -> None:
+        """Log the closes since the last line (one line at most per :attr:`report_every`)."""
+        window, self._window = self._window, {}
+        if not window:
+            self._reporting = False
+            return
+        peers = sorted(window.items(), key=lambda item: -item[1])[:3]
+        logger.warning(
+            "closed %d client connection(s) %s to make room (cap %d, %d unproven per peer address): "
+            "connections that had not sent a request on a live session or sat idle; most from %s "
+            "(%d closed since the start; anyone who can reach the gateway's port can open connections: "
+            "see docs/launcher.md, operator's section)",
+            sum(window.values()),
+            "just now" if first else f"in the last {self.report_every:g} s",
+            self.cap,
+            self.per_peer,
+            ", ".join(f"{peer} ({count})" for peer, count in peers),
+            self.closed,
+        )
+        asyncio.get_running_loop().call_later(self.report_every, self._report)
+
+    # ------------------------------------------------------------------ marking requests
     @web.middleware
     async def middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        """Marks the connection busy while its request is handled; requests with a body the
-        handler reads itself (``late``) are marked by :meth:`serving` once it has arrived, so
-        a connection stalled mid-body can still be closed to make room."""
+        """Marks the connection busy while its request is handled; agent calls (``late``) are
+        marked by their route (:meth:`call_on`, :meth:`serving`), which knows their session."""
         if request.method in self.late_methods and request.path.startswith(self.late_prefix):
             return await handler(request)  # type: ignore[no-any-return]
         with self.serving(request):
             return await handler(request)  # type: ignore[no-any-return]
 
     @contextlib.contextmanager
-    def serving(self, request: web.Request) -> Iterator[None]:
+    def call_on(self, request: web.Request, session: str) -> Iterator[None]:
+        """A call on the live session ``session`` (its head has arrived): its connection is not
+        closed to make room while this lasts, body still arriving included, for up to
+        :data:`PROTECTED_PER_SESSION` calls of the session at once; afterwards it counts as proven."""
+        if self._calls.get(session, 0) >= PROTECTED_PER_SESSION:
+            yield  # more calls of one session at once than agents make: closable until the body arrived
+            return
+        self._calls[session] = self._calls.get(session, 0) + 1
+        try:
+            with self.serving(request, proven=True):
+                yield
+        finally:
+            left = self._calls.pop(session) - 1
+            if left:
+                self._calls[session] = left
+
+    @contextlib.contextmanager
+    def serving(self, request: web.Request, proven: bool = False) -> Iterator[None]:
         """Its connection is not closed to make room while this lasts."""
         protocol = request.protocol
-        self._busy[protocol] = self._busy.get(protocol, 0) + 1
+        self._set_busy(protocol)
         try:
             yield
         finally:
-            left = self._busy.pop(protocol) - 1
+            left = self._busy.pop(protocol, 1) - 1
             if left:
                 self._busy[protocol] = left
+            else:
+                self._set_idle(protocol, proven)
 
 
 class TokenFloor:

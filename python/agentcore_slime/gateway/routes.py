@@ -139,7 +139,8 @@ class AgentRoutes:
 
         Bodies are read before the session lock: what one session may hold is bounded by the
         size its calls declare (a body without Content-Length counts as the largest allowed).
-        Until the body has arrived its connection may be closed to make room (limits.ConnectionCap).
+        A call on a live session is not closed to make room, its body still arriving included
+        (limits.ConnectionCap.call_on: a few per session).
         """
         sid = request.match_info["sid"]
         session = self.sessions.get(sid)
@@ -151,11 +152,12 @@ class AgentRoutes:
             return refused
         session.bytes_in_flight += size
         try:
-            raw = await admission.read_body(request, protocol, self.config.client_timeout)
-            if isinstance(raw, web.Response):
-                return raw
-            with self.cap.serving(request):  # from now on its connection is not closed to make room
-                return await serve(request, session, raw, protocol)
+            with self.cap.call_on(request, sid):
+                raw = await admission.read_body(request, protocol, self.config.client_timeout)
+                if isinstance(raw, web.Response):
+                    return raw
+                with self.cap.serving(request):  # from now on its connection is not closed to make room
+                    return await serve(request, session, raw, protocol)
         finally:
             session.bytes_in_flight -= size
 

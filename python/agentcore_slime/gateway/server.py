@@ -306,7 +306,8 @@ class Gateway:
         :param deep: also count every byte reachable from the sessions (their messages and
             chain states too; slow with thousands of sessions).
         """
-        return {**self.sessions.stats(deep), **self._gc_watch.take()}
+        evicted = {"connections_closed_to_make_room": self.cap.closed if self.cap is not None else 0}
+        return {**self.sessions.stats(deep), **self._gc_watch.take(), **evicted}
 
 
 def _serves_127_0_0_1(host: str, port: int) -> bool:

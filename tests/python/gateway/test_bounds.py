@@ -17,7 +17,6 @@ import logging
 import os
 import resource
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -37,6 +36,7 @@ from agentcore_slime.gateway.conversation import normalize_messages
 from agentcore_slime.gateway.limits import TokenFloor
 from agentcore_slime.gateway.protocols import ROUTES
 from fakes.sglang_server import FakeSGLang, text_policy
+from fakes.waiting import until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,16 +99,14 @@ def test_a_queue_of_huge_renders_does_not_delay_another_sessions_first_call(make
         thread.start()
     try:
         gate.wait_rendering(LARGE_RENDER_THREADS)  # the large lane is full, 10 more queued
-        times = []
         with httpx.Client(timeout=30, trust_env=False) as client:
             for n in range(5):
                 base = stand.gateway.create_session(f"small-{n}")
-                started = time.perf_counter()
                 reply = client.post(f"{base}/chat/completions", json=HELLO)
-                times.append((time.perf_counter() - started) * 1000)
                 assert reply.status_code == 200, reply.text
-        assert all(thread.is_alive() for thread in threads)  # the huge ones are all still waiting
-        assert statistics.median(times) < 50, times
+        # the huge ones are all still held at the gate: the small calls were not queued behind
+        # them (they would have waited for the gate, which opens only below)
+        assert all(thread.is_alive() for thread in threads)
     finally:
         gate.opened.set()
         for thread in threads:
@@ -121,9 +119,7 @@ def test_a_render_past_the_render_timeout_is_a_503_and_the_session_stays_usable(
     gate = _Gate(stand.gateway.calls.prompts, LARGE_BODY_BYTES)
     stand.script.replies.append("after the timeout")
     base = stand.gateway.create_session("s")
-    started = time.monotonic()
-    slow = _chat(base, _big_body(300_000))
-    assert time.monotonic() - started < 10
+    slow = _chat(base, _big_body(300_000))  # answered while its render is still held at the gate
     assert slow.status_code == 503, slow.text
     assert slow.json()["error"]["code"] == "render_timeout" and "0.5 s" in slow.json()["error"]["message"]
     gate.opened.set()
@@ -164,9 +160,7 @@ def test_a_prompt_that_cannot_fit_is_refused_before_its_render(make_stand) -> No
     render_array = stand.gateway.calls.prompts.render_array
     stand.gateway.calls.prompts.render_array = lambda m, t: rendered.append(1) or render_array(m, t)
     base = stand.gateway.create_session("s")
-    started = time.monotonic()
     resp = _chat(base, _big_body(2_700_000))
-    assert time.monotonic() - started < 5
     assert resp.status_code == 400 and resp.json()["error"]["code"] == "context_length_exceeded"
     assert "at least" in resp.json()["error"]["message"]
     assert rendered == [] and stand.engine.requests == []
@@ -221,12 +215,13 @@ def _half_body(url: str, path: str, declared: int) -> socket.socket:
 
 
 def test_a_session_cannot_hold_more_body_bytes_than_its_bound(make_stand) -> None:
-    stand = make_stand(session_body_bytes=1_000_000, client_timeout=5.0)
+    stand = make_stand(session_body_bytes=1_000_000, client_timeout=60.0)
     stand.script.replies.append("fits")
     base = stand.gateway.create_session("s")
     path = "/sessions/s/v1/chat/completions"
     held = [_half_body(stand.gateway.url, path, 400_000) for _ in range(2)]  # 800 kB declared, never sent
-    time.sleep(0.3)
+    session = stand.gateway.sessions.get("s")
+    until(lambda: session.bytes_in_flight >= 800_000, "the held bodies counted")
     try:
         over = _chat(base, _big_body(300_000))
         assert over.status_code == 429, over.text
@@ -238,8 +233,7 @@ def test_a_session_cannot_hold_more_body_bytes_than_its_bound(make_stand) -> Non
     finally:
         for conn in held:
             conn.close()
-    time.sleep(0.3)
-    assert stand.gateway.sessions.get("s").bytes_in_flight == 0  # released when they went away
+    until(lambda: session.bytes_in_flight == 0, "the bytes released when the bodies went away")
 
 
 def test_a_body_without_a_length_counts_as_the_largest(make_stand) -> None:
@@ -520,8 +514,13 @@ def _start_child(
     model_dir: Path, engine_url: str, limits: tuple[int, int], **config: Any
 ) -> tuple[subprocess.Popen[bytes], str, str]:
     """``python -m agentcore_slime.gateway`` (the rollout's child) under an open-files limit:
-    its process, URL and admin secret."""
+    its process, URL and admin client (over its Unix socket, with its secret)."""
+    import tempfile
+
+    from agentcore_slime.gateway.child import ADMIN_ORIGIN
+
     secret = "s" * 43
+    admin_socket = os.path.join(tempfile.mkdtemp(), "admin.sock")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
         [
@@ -532,6 +531,8 @@ def _start_child(
             engine_url,
             "--config",
             json.dumps({"model_dir": str(model_dir), "host": "127.0.0.1", "port": 0, **config}),
+            "--admin-socket",
+            admin_socket,
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -543,10 +544,18 @@ def _start_child(
     proc.stdin.flush()
     line = proc.stdout.readline().decode()
     assert line.startswith(READY_PREFIX), line
-    return proc, json.loads(line[len(READY_PREFIX) :])["ready"], secret
+    admin = httpx.Client(
+        base_url=ADMIN_ORIGIN,
+        transport=httpx.HTTPTransport(uds=admin_socket),
+        headers={ADMIN_SECRET_HEADER: secret},
+        timeout=10,
+    )
+    return proc, json.loads(line[len(READY_PREFIX) :])["ready"], admin
 
 
-def _stop_child(proc: subprocess.Popen[bytes]) -> None:
+def _stop_child(proc: subprocess.Popen[bytes], admin: httpx.Client | None = None) -> None:
+    if admin is not None:
+        admin.close()
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.close()
     proc.stdout.close()
@@ -559,14 +568,14 @@ def _stop_child(proc: subprocess.Popen[bytes]) -> None:
 
 def test_the_open_files_limit_is_raised_to_the_hard_limit(model_dir: Path, tokenizer: Any) -> None:
     with FakeSGLang(text_policy(tokenizer, lambda _: "ok"), tokenizer=tokenizer) as engine:
-        proc, _, _ = _start_child(model_dir, engine.url, (256, 4096))
+        proc, _, admin = _start_child(model_dir, engine.url, (256, 4096))
         try:
             line = next(
                 x for x in Path(f"/proc/{proc.pid}/limits").read_text().splitlines() if "open files" in x
             )
             assert line.split()[3:5] == ["4096", "4096"], line
         finally:
-            _stop_child(proc)
+            _stop_child(proc, admin)
 
 
 # every agent route, with the session's own id (an agent knows it)
@@ -596,15 +605,10 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
     gets its answer at once (the oldest stalled connections are closed to make room), not after
     the 30 s client timeout, and not refused."""
     with FakeSGLang(text_policy(tokenizer, lambda _: "legit"), tokenizer=tokenizer) as engine:
-        proc, url, secret = _start_child(model_dir, engine.url, (256, 256))
+        proc, url, admin = _start_child(model_dir, engine.url, (256, 256))
         stalled: list[socket.socket] = []
         try:
-            made = httpx.post(
-                f"{url}/admin/sessions",
-                json={"session_id": "s"},
-                headers={ADMIN_SECRET_HEADER: secret},
-                timeout=10,
-            )
+            made = admin.post("/admin/sessions", json={"session_id": "s"})
             base = made.json()["base_url"]
             for n in range(300):
                 conn = _raw(url)
@@ -613,10 +617,9 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
                 if n % 20 == 19:  # the gateway reads each wave's heads before the next arrives
                     time.sleep(0.1)
             time.sleep(0.5)
-            started = time.monotonic()
-            reply = _chat(base, HELLO, timeout=10)
+            # answered before the stalled connections' 30 s client timeout could have made room
+            reply = _chat(base, HELLO, timeout=25)
             assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "legit"
-            assert time.monotonic() - started < 3
             closed = 0
             for conn in stalled:
                 conn.setblocking(False)
@@ -631,7 +634,7 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
         finally:
             for conn in stalled:
                 conn.close()
-            _stop_child(proc)
+            _stop_child(proc, admin)
 
 
 @pytest.mark.parametrize("host", ["127.0.0.2", "localhost"])
