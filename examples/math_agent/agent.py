@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -416,12 +417,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve the agent (``POST /invocations``, ``GET /ping``) until interrupted."""
     parser = argparse.ArgumentParser(prog="agent.py", description="Serve the example math agent.")
     parser.add_argument("--host", default=None, help="listen address (default: auto, like ACR)")
-    parser.add_argument("--port", type=int, default=8080, help="listen port (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8080,
+                        help="listen port (default: %(default)s; 0: a free one, said on stderr)")
     parser.add_argument("--s3-bucket", default=os.environ.get("AGENT_S3_BUCKET") or None,
                         help="results bucket to check at start-up (default: $AGENT_S3_BUCKET)")
     options = parser.parse_args(argv)
-    if not 0 < options.port < 65536:
-        parser.error(f"--port must be between 1 and 65535, got {options.port}")
+    if not 0 <= options.port < 65536:
+        parser.error(f"--port must be between 0 and 65535, got {options.port}")
     try:
         protocol()
     except ValueError as err:
@@ -431,7 +433,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(f"agent.py: {problem}", file=sys.stderr)
         return 1
-    create_app().run(port=options.port, host=options.host)
+    if options.port:
+        create_app().run(port=options.port, host=options.host)
+        return 0
+    # port 0: bind a free port here and say it (bin/eval --rehearse reads the line), then serve it
+    listener = socket.create_server((options.host or "127.0.0.1", 0))
+    print(f"agent.py: listening on port {listener.getsockname()[1]}", file=sys.stderr, flush=True)
+    create_app().run(fd=listener.fileno())
     return 0
 
 

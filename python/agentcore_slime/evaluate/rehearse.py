@@ -32,6 +32,7 @@ failed, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -437,8 +438,9 @@ class Rehearsal:
             return failed("rehearse.gateway", f"the stand-in tokenizer could not be built: {exc}",
                           "pip install -e \"python/[rehearse]\" (tokenizers, transformers)")
         if self.options.example_agent and self.config.agent_url:
-            try:
-                self.stand_ins.example_agent(_repo(), self.config.agent_url)
+            try:  # it binds a free port and names it: AGENT_URL's port 0 becomes that one
+                url = self.stand_ins.example_agent(_repo())
+                self.config = dataclasses.replace(self.config, agent_url=url)
             except RuntimeError as exc:
                 return failed("rehearse.agent", str(exc), "pip install -e \"python/[rehearse]\" brings "
                               "the example agent's packages; its log says more")
@@ -479,8 +481,8 @@ class Rehearsal:
 
         groups, samples = len(self.rows), self.options.samples_per_prompt
         toolkit = yaml.safe_load(Path(self.options.config).read_text(encoding="utf-8"))
-        args = slime_args(toolkit, self.options.layout or {}, engine.url, self.model_dir, self.out_dir,
-                          groups, samples)
+        args = slime_args({**toolkit, "agent_url": self.config.agent_url}, self.options.layout or {},
+                          engine.url, self.model_dir, self.out_dir, groups, samples)
         gateways: list[Any] = []
 
         def gateway_factory(config: ToolkitConfig, slime: Any) -> Any:  # training's, its address kept

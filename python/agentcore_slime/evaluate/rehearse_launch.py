@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -45,12 +44,10 @@ STAND_IN_MODULES = ("moto", "flask", "agentcore_rl_toolkit", "strands", "pydanti
 
 
 def default_overrides(repo: Path) -> list[str]:
-    """``--set`` values of the default env file: absolute paths in this checkout, a free port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    """``--set`` values of the default env file: absolute paths in this checkout; the example
+    agent's port is 0 (it binds a free one and names it, the rehearsal takes it from there)."""
     return [f"DATA_PATH={repo / DEFAULT_DATA}", f"MODEL_DIR={repo / 'examples' / 'no-model'}",
-            f"AGENT_URL=http://127.0.0.1:{port}"]
+            "AGENT_URL=http://127.0.0.1:0"]
 
 
 def missing_modules(python: str, modules: tuple[str, ...]) -> list[str] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -97,32 +98,34 @@ class StandIns:
         self.lines.append(f"S3: a store on loopback ({url}, moto) with bucket {bucket}: {why}")
         return url
 
-    def example_agent(self, repo: Path, agent_url: str) -> None:
-        """Start the example math agent at ``agent_url``'s port and wait for its ``/ping``.
+    def example_agent(self, repo: Path) -> str:
+        """Start the example math agent on a free port it binds and names in its log; wait for its
+        ``/ping``; returns its URL.
 
         :raises RuntimeError: it exited or did not answer in time (its log's tail in the message).
         """
         script = repo / "examples" / "math_agent" / "agent.py"
-        port = agent_url.rstrip("/").rsplit(":", 1)[-1]
         log_path = self.out_dir / "agent.log"
         self._agent_log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._agent = subprocess.Popen(
-            [sys.executable, str(script), "--host", "127.0.0.1", "--port", port],
+            [sys.executable, str(script), "--host", "127.0.0.1", "--port", "0"],
             stdout=self._agent_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + AGENT_START_TIMEOUT
+        deadline, agent_url = time.monotonic() + AGENT_START_TIMEOUT, ""
         while time.monotonic() < deadline:
             if self._agent.poll() is not None:
                 break
-            with contextlib.suppress(OSError):
+            said = re.search(r"agent\.py: listening on port (\d+)", log_path.read_text(errors="replace"))
+            agent_url = f"http://127.0.0.1:{said.group(1)}" if said else ""
+            with contextlib.suppress(OSError, ValueError):
                 urllib.request.urlopen(f"{agent_url.rstrip('/')}/ping", timeout=1).close()
                 self.lines.append(f"agent: the example math agent (examples/math_agent) started here at "
                                   f"{agent_url}, its log {log_path}: no agent was given")
-                return
+                return agent_url
             time.sleep(0.2)
         tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
         self.stop()
-        raise RuntimeError(f"the example agent did not start at {agent_url} (log {log_path}: "
+        raise RuntimeError(f"the example agent did not start (log {log_path}: "
                            f"{' | '.join(tail) or 'empty'})")
 
     def stop(self) -> None:
