@@ -1,5 +1,6 @@
-"""Rollout checks: the gateway's renderer for the model, free ports. (A gateway address agents
-reach is a blocking check bin/train runs too: :mod:`agentcore_slime.preflight.reach`.)
+"""Rollout checks: the gateway's renderer for the model, who can reach the gateway, free ports.
+(A gateway address agents reach is a blocking check bin/train runs too:
+:mod:`agentcore_slime.preflight.reach`.)
 """
 
 from __future__ import annotations
@@ -116,9 +117,37 @@ def check_ports(ctx: Context) -> list[Result]:
     return results
 
 
+def check_gateway_exposure(ctx: Context) -> Result:
+    """Who reaches the gateway: a WARN when it serves every interface (GATEWAY_HOST unset,
+    ``0.0.0.0`` or ``::``), saying what reaches it and what to do.
+
+    :param ctx: the check context.
+    """
+    name = "rollout.gateway-exposure"
+    host = ctx.value("GATEWAY_HOST")
+    first = int(str(ctx.value("GATEWAY_PORT")))
+    setting, concurrent = (int(str(ctx.value(key) or 0)) for key in ("GATEWAY_PROCESSES", "MAX_CONCURRENT"))
+    count = gateway_pool_size(setting, concurrent)
+    ports = "a free port per gateway process" if not first else (
+        f"port {first}" if count == 1 else f"ports {first}-{first + count - 1}"
+    )
+    if host and str(host) not in ("0.0.0.0", "::"):
+        return passed(name, f"the gateway serves GATEWAY_HOST={host} (and 127.0.0.1) on {ports}")
+    return warned(
+        name,
+        f"the gateway serves every interface of this node ({'GATEWAY_HOST unset' if not host else host}) on "
+        f"{ports}, in plain HTTP: any host that reaches this node there can open connections (the gateway "
+        "closes idle ones first and never a call of a live session) and see the session id in every URL "
+        "it can observe on the way (the session id is the agent's only credential)",
+        "allow only your agents' source addresses to those ports (security group or firewall rule; "
+        "ACR agents in VPC mode come from your subnets' addresses), set GATEWAY_HOST to the address "
+        "they reach, and use TLS where the path is not private (docs/launcher.md, 'Operating the gateway')",
+    )
+
+
 def check_rollout(ctx: Context) -> list[Result]:
     """Every rollout check.
 
     :param ctx: the check context.
     """
-    return [check_renderer(ctx), *check_ports(ctx)]
+    return [check_renderer(ctx), check_gateway_exposure(ctx), *check_ports(ctx)]

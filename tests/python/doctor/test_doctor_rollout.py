@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentcore_slime.doctor.rollout import check_ports, check_renderer
+from agentcore_slime.doctor.rollout import check_gateway_exposure, check_ports, check_renderer
 from agentcore_slime.preflight.reach import check_gateway_address
 from agentcore_slime.preflight.report import Status
 from fakes.doctor_helpers import MakeContext, by_name, stub
@@ -120,3 +120,20 @@ def test_a_missing_package_is_named_with_its_install_not_an_env_fix(
     assert "No module named 'renderers'" in result.found
     assert result.fix.startswith("the job's python lacks renderers: install")
     assert "RENDERER_FAMILY" not in result.fix
+
+
+def test_a_gateway_on_every_interface_is_a_warning_that_says_what_reaches_it(
+    make_context: MakeContext,
+) -> None:
+    """Issue 43: the gateway serves every interface by default, in plain HTTP; bin/doctor says so
+    (WARN, not FAIL: whether the node's network is private is the operator's call)."""
+    for host in (None, "0.0.0.0", "::"):
+        settings = {"GATEWAY_PORT": "9090", "GATEWAY_PROCESSES": "2"}
+        if host:
+            settings["GATEWAY_HOST"] = host
+        result = check_gateway_exposure(make_context(**settings))
+        assert result.status is Status.WARN, host
+        assert "serves every interface of this node" in result.found and "ports 9090-9091" in result.found
+        assert "security group or firewall rule" in result.fix and "TLS" in result.fix
+    named = check_gateway_exposure(make_context(GATEWAY_HOST="10.0.0.5", GATEWAY_PORT="9090"))
+    assert named.status is Status.PASS and "GATEWAY_HOST=10.0.0.5" in named.found
