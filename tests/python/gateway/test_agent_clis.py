@@ -6,8 +6,9 @@ temporary HOME, pointed at a :class:`GatewayProcess` session in front of the scr
 server (toy Qwen2.5-format tokenizer, qwen25 tool parser, cumulative mode: the defaults). The
 scripted policy answers a tool-using prompt with one shell tool call, the prompt holding the
 tool's output with a final text, and any other prompt (a side call: Claude Code's session
-title) with a JSON title. Nothing leaves loopback: the CLIs' telemetry, update checks and
-error reports are off, and their only endpoint is the gateway.
+title) with a JSON title; with the reasoning parser on (``qwen3``) every reply opens with a
+``<think>`` block, which the CLIs get as reasoning and send back. Nothing leaves loopback: the
+CLIs' telemetry, update checks and error reports are off, and their only endpoint is the gateway.
 
 Checked: exit 0 with the final text (the tool really ran: its output, which the prompt never
 holds, came back), one trained sample for the main conversation, side calls untrained and
@@ -21,6 +22,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,9 @@ def cli(name: str) -> str:
     return str(path)
 
 
+THINK = "<think>I should run it.</think>"
+
+
 def respond(prompt: str) -> str:
     """The scripted policy (see the module docstring)."""
     if OUTPUT in prompt:
@@ -60,19 +65,33 @@ def respond(prompt: str) -> str:
     return '{"title": "Print a marker"}'
 
 
-@pytest.fixture
-def stand(model_dir: Path, tokenizer: Any) -> Iterator[tuple[GatewayProcess, FakeSGLang]]:
-    # the CLIs' system prompts and tools are ~50k tokens of the toy tokenizer
-    with FakeSGLang(text_policy(tokenizer, respond), tokenizer=tokenizer, context_length=262144) as engine:
-        config = GatewayConfig(
-            str(model_dir), host="127.0.0.1", port=0, engine_retry_backoff=0.01, tool_call_parser="qwen25"
-        )
-        gateway = GatewayProcess(config, ready_timeout=60)
-        gateway.start(engine.url)
-        try:
-            yield gateway, engine
-        finally:
+Stand = tuple[GatewayProcess, FakeSGLang]
+
+
+@pytest.fixture(scope="module")
+def stands(model_dir: Path, tokenizer: Any) -> Iterator[dict[bool, Stand]]:
+    """A gateway process and its engine per reasoning setting (False: parser off), shared by the
+    module's tests (each test has its own session)."""
+    started: dict[bool, Stand] = {}
+    try:
+        for reasoning in (False, True):
+            think = THINK if reasoning else ""
+            # the CLIs' system prompts and tools are ~50k tokens of the toy tokenizer
+            policy = text_policy(tokenizer, lambda prompt, think=think: think + respond(prompt))
+            engine = FakeSGLang(policy, tokenizer=tokenizer, context_length=262144)
+            engine.start()
+            config = GatewayConfig(
+                str(model_dir), host="127.0.0.1", port=0, engine_retry_backoff=0.01,
+                tool_call_parser="qwen25", reasoning_parser="qwen3" if reasoning else None,
+            )
+            started[reasoning] = (GatewayProcess(config, ready_timeout=60), engine)
+        with ThreadPoolExecutor(2) as pool:  # the two children load their tokenizers side by side
+            list(pool.map(lambda stand: stand[0].start(stand[1].url), started.values()))
+        yield started
+    finally:
+        for gateway, engine in started.values():
             gateway.shutdown()
+            engine.stop()
 
 
 def base_env(home: Path) -> dict[str, str]:
@@ -99,11 +118,18 @@ SLIME_VARIABLES = {  # what slime's own coding-agent harness sets
 }
 
 
-@pytest.mark.parametrize("variables", [{}, SLIME_VARIABLES], ids=["default", "slime-variables"])
-def test_claude_code_print_mode(stand, tokenizer, tmp_path: Path, variables: dict[str, str]) -> None:
-    gateway, engine = stand
+@pytest.mark.parametrize(
+    ("variables", "reasoning"),
+    [({}, False), (SLIME_VARIABLES, False), ({}, True)],
+    ids=["default", "slime-variables", "reasoning"],
+)
+def test_claude_code_print_mode(
+    stands, tokenizer, tmp_path: Path, variables: dict[str, str], reasoning: bool
+) -> None:
+    gateway, engine = stands[reasoning]
     claude = cli("claude")
-    base = gateway.create_session("cc", {"max_new_tokens": 400})
+    sid = f"cc-{len(variables)}-{reasoning}"
+    base = gateway.create_session(sid, {"max_new_tokens": 400})
     env = {
         **base_env(tmp_path / "home"),
         "ANTHROPIC_BASE_URL": base.removesuffix("/v1"),
@@ -121,7 +147,7 @@ def test_claude_code_print_mode(stand, tokenizer, tmp_path: Path, variables: dic
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert result["is_error"] is False and result["result"] == ANSWER
-    traces = gateway.finish_session("cc")
+    traces = gateway.finish_session(sid)
     main = [t for t in traces if not t.side_call]
     assert len(main) == 2 and [s.calls for s in merge_traces(traces)] == [[traces.index(t) for t in main]]
     assert untrained_side_calls(traces) == len(traces) - 2  # the session title, when it is asked for
@@ -129,12 +155,17 @@ def test_claude_code_print_mode(stand, tokenizer, tmp_path: Path, variables: dic
     expected = ["You are a Claude agent", '"name": "Bash"', '"name": "Agent"', OUTPUT]
     assert_prompt_holds(engine, tokenizer, expected)
     assert "x-anthropic-billing-header" not in tokenizer.decode(engine.requests[-1]["input_ids"])
+    if reasoning:  # the thinking block came back and was rendered as the turn's reasoning
+        assert main[0].response_message.get("reasoning_content") == "I should run it."
+        assert_prompt_holds(engine, tokenizer, ["I should run it."])
 
 
-def test_codex_exec(stand, tokenizer, tmp_path: Path) -> None:
-    gateway, engine = stand
+@pytest.mark.parametrize("reasoning", [False, True], ids=["default", "reasoning"])
+def test_codex_exec(stands, tokenizer, tmp_path: Path, reasoning: bool) -> None:
+    gateway, engine = stands[reasoning]
     codex = cli("codex")
-    base = gateway.create_session("cx", {"max_new_tokens": 400})
+    sid = f"cx-{reasoning}"
+    base = gateway.create_session(sid, {"max_new_tokens": 400})
     home = tmp_path / "home"
     (home / ".codex").mkdir(parents=True)
     (home / ".codex" / "config.toml").write_text(
@@ -148,8 +179,11 @@ def test_codex_exec(stand, tokenizer, tmp_path: Path) -> None:
     done = run(argv, env, tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert ANSWER in done.stdout and "ERROR" not in done.stderr
-    traces = gateway.finish_session("cx")
+    traces = gateway.finish_session(sid)
     assert len(traces) == 2 and not any(t.side_call for t in traces)
     assert [s.calls for s in merge_traces(traces)] == [[0, 1]]
     tools = ['"name": "exec_command"', '"name": "spawn_agent"', "You are a coding agent running in the Codex"]
     assert_prompt_holds(engine, tokenizer, [*tools, OUTPUT])
+    if reasoning:  # the reasoning item came back and was rendered as the turn's reasoning
+        assert traces[0].response_message.get("reasoning_content") == "I should run it."
+        assert_prompt_holds(engine, tokenizer, ["I should run it."])
