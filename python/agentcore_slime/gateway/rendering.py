@@ -241,9 +241,9 @@ class PromptBuilder:
             return None, "no new messages after the last assistant message"
         head = chain.sequence
         if self.family == CHAT_TEMPLATE_FAMILY:
-            tail = self._template_bridge(messages, k, tools, chain)
+            tail, why = self._template_bridge(messages, k, tools, chain)
             if tail is None:
-                return None, "the renderer declined to bridge"
+                return None, why
             return head + tail, ""  # extends head by construction
         out = self.bridger.bridge_to_next_turn(
             chain.prompt_ids.tolist(), chain.completion_ids.tolist(), new, tools=tools or None
@@ -257,23 +257,25 @@ class PromptBuilder:
 
     def _template_bridge(
         self, messages: list[dict[str, Any]], k: int, tools: list[dict[str, Any]] | None, chain: ChainState
-    ) -> array[int] | None:
-        """The ids that follow the previous prompt + completion for chat-template models."""
+    ) -> tuple[array[int] | None, str]:
+        """The ids that follow the previous prompt + completion for chat-template models, or
+        None and why the call must be rendered in full."""
         if self.bridge_mode == BRIDGE_TEMPLATE:
-            return self._rerender_bridge(messages, k, tools, chain)
+            ids = self._rerender_bridge(messages, k, tools, chain)
+            return ids, "" if ids is not None else "the template re-renders the history otherwise"
         text = after_reply_text(self._apply_text, messages[0], messages[k + 1 :], tools)
         if text is None:
-            return None
+            return None, "the template does not render the new messages after a stand-in reply"
         if chain.end > chain.prompt_len and chain.ids[chain.end - 1] in self.stop_ids:
             # the model sampled the turn's end: the template's text goes on after it, and must
             # begin with it (a reply that ended otherwise than the template ends it re-renders)
             stop = self._stop_text(chain.ids[chain.end - 1])
             if not text.startswith(stop):
-                return None
+                return None, f"the reply ended with {stop!r}, the template ends it otherwise"
             text = text[len(stop) :]
         # text after a sampled stop starts right after an added token, where the tokenizer cuts;
         # a truncated reply gets the template's close (a special token) and what follows
-        return self._encode(text)
+        return self._encode(text), ""
 
     def _stop_text(self, token_id: int) -> str:
         text = self._stop_texts.get(token_id)

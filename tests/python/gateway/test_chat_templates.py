@@ -136,3 +136,50 @@ def test_following_the_rerender_splits_the_families_that_render_history_otherwis
     else:  # at least one per user turn (GLM's re-render also re-spaces the kept reasoning)
         assert samples >= sum(len(turns) for turns in EPISODES)
         assert "reasoning dropped" in reasons and reasons <= {"reasoning dropped", "re-tokenized"}
+
+
+def _builder(family_name: str, tmp_path: Path) -> tuple[Any, Any]:
+    from agentcore_slime.gateway.family import choose_renderer, generation_stop_ids
+    from agentcore_slime.gateway.rendering import PromptBuilder
+    from transformers import AutoTokenizer
+
+    directory = build_family_dir(tmp_path / family_name, FAMILIES[family_name])
+    tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    renderer, _ = choose_renderer(
+        str(directory), tokenizer, "default", tool_call_parser=None, reasoning_parser=None
+    )
+    return PromptBuilder(renderer, tokenizer, "default", generation_stop_ids(str(directory))), tokenizer
+
+
+def _chain(
+    builder: Any, tokenizer: Any, messages: list[dict[str, Any]], sampled: str, stop: str | None
+) -> Any:
+    from agentcore_slime.gateway.conversation import ChainState
+
+    prompt = builder.render_array(messages, None)
+    ids = tokenizer.encode(sampled, add_special_tokens=False)
+    completion = [*ids, tokenizer.convert_tokens_to_ids(stop)] if stop else ids
+    reply = {"role": "assistant", "content": sampled}
+    return ChainState(prompt + type(prompt)("i", completion), len(prompt), messages, reply, "[]")
+
+
+def test_a_reply_that_ended_otherwise_than_the_template_ends_it_is_rendered_in_full(tmp_path) -> None:
+    """GLM: a reply that sampled <|user|> cannot be followed by tool results (<|observation|>)."""
+    builder, tokenizer = _builder("glm-4.5", tmp_path)
+    history = [{"role": "user", "content": "2+2?"}]
+    chain = _chain(builder, tokenizer, history, "\n<think></think>\ncall add", "<|user|>")
+    messages = [*history, chain.response, {"role": "tool", "content": "4"}]
+    prompt, why = builder.bridge(messages, None, chain)
+    assert prompt is None and why == "the reply ended with '<|user|>', the template ends it otherwise"
+
+
+def test_a_truncated_reply_gets_the_templates_close_then_the_new_messages(tmp_path) -> None:
+    builder, tokenizer = _builder("qwen3", tmp_path)
+    history = [{"role": "user", "content": "2+2?"}]
+    chain = _chain(builder, tokenizer, history, "<think>\nlong thoughts", None)  # cut at max tokens
+    messages = [*history, {"role": "assistant", "content": ""}, {"role": "user", "content": "go on"}]
+    chain.response = {"role": "assistant", "content": ""}
+    prompt, _ = builder.bridge(messages, None, chain)
+    assert prompt is not None and prompt.ids[: len(chain.ids)] == chain.ids
+    added = tokenizer.decode(prompt.ids[len(chain.ids) :].tolist())
+    assert added == "<|im_end|>\n<|im_start|>user\ngo on<|im_end|>\n<|im_start|>assistant\n"
