@@ -10,9 +10,12 @@ title) with a JSON title; with the reasoning parser on (``qwen3``) every reply o
 ``<think>`` block, which the CLIs get as reasoning and send back. Nothing leaves loopback: the
 CLIs' telemetry, update checks and error reports are off, and their only endpoint is the gateway.
 
-Checked: exit 0 with the final text (the tool really ran: its output, which the prompt never
-holds, came back), one trained sample for the main conversation, side calls untrained and
-counted, and the decoded prompt holds the system prompt, every tool offered and the tool result.
+Claude Code runs in print mode and as the Claude Agent SDK runs it (its command line, environment
+and stream-json stdin, read in the SDK's source: the SDK's wheel bundles a CLI of its own and is
+not installed here). Checked: exit 0 with the final text (the tool really ran: its output,
+which the prompt never holds, came back), one trained sample for the main conversation, side
+calls untrained and counted, and the decoded prompt holds the system prompt, the tools and the
+tool result (every tool: test_late_system_messages.py, on the recorded requests).
 """
 
 from __future__ import annotations
@@ -99,10 +102,39 @@ def base_env(home: Path) -> dict[str, str]:
     return {"PATH": f"{node_dir}:/usr/bin:/bin", "HOME": str(home), "TERM": "dumb", "LANG": "C.UTF-8"}
 
 
-def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: list[str], env: dict[str, str], cwd: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=CLI_SECONDS, stdin=subprocess.DEVNULL
+        argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=CLI_SECONDS,
+        **({"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}),
     )
+
+
+def agent_sdk_run(claude: str, prompt: str) -> tuple[list[str], dict[str, str], str]:
+    """The CLI as the Claude Agent SDK (Python, 0.2.184) runs it for ``query(prompt, options)``
+    with ``allowed_tools=["Bash"], model=...``: the command line its transport builds, its
+    environment, and stdin in its stream-json control protocol (an initialize request, then the
+    user message; read in claude_agent_sdk/_internal/transport/subprocess_cli.py and query.py)."""
+    argv = [
+        claude, "--output-format", "stream-json", "--verbose", "--system-prompt", "",
+        "--allowedTools", "Bash", "--model", "qwen3-8b", "--input-format", "stream-json",
+    ]
+    env = {"CLAUDE_CODE_ENTRYPOINT": "sdk-py", "CLAUDE_AGENT_SDK_VERSION": "0.2.184"}
+    initialize = {
+        "type": "control_request", "request_id": "req_1_0a1b2c3d",
+        "request": {"subtype": "initialize", "hooks": None},
+    }
+    user = {"type": "user", "message": {"role": "user", "content": prompt}, "parent_tool_use_id": None}
+    return argv, env, "".join(json.dumps(line) + "\n" for line in (initialize, user))
+
+
+def final_result(stdout: str, sdk: bool) -> dict[str, Any]:
+    """The CLI's result message (print mode: its JSON; the SDK's stream: the ``result`` line)."""
+    if not sdk:
+        return dict(json.loads(stdout))
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    return next(line for line in lines if line.get("type") == "result")
 
 
 def assert_prompt_holds(engine: FakeSGLang, tokenizer: Any, texts: list[str]) -> None:
@@ -119,16 +151,16 @@ SLIME_VARIABLES = {  # what slime's own coding-agent harness sets
 
 
 @pytest.mark.parametrize(
-    ("variables", "reasoning"),
-    [({}, False), (SLIME_VARIABLES, False), ({}, True)],
-    ids=["default", "slime-variables", "reasoning"],
+    ("variables", "reasoning", "sdk"),
+    [({}, False, False), (SLIME_VARIABLES, False, False), ({}, True, False), ({}, False, True)],
+    ids=["default", "slime-variables", "reasoning", "agent-sdk"],
 )
-def test_claude_code_print_mode(
-    stands, tokenizer, tmp_path: Path, variables: dict[str, str], reasoning: bool
+def test_claude_code(
+    stands, tokenizer, tmp_path: Path, variables: dict[str, str], reasoning: bool, sdk: bool
 ) -> None:
     gateway, engine = stands[reasoning]
     claude = cli("claude")
-    sid = f"cc-{len(variables)}-{reasoning}"
+    sid = f"cc-{len(variables)}-{reasoning}-{sdk}"
     base = gateway.create_session(sid, {"max_new_tokens": 400})
     env = {
         **base_env(tmp_path / "home"),
@@ -143,16 +175,20 @@ def test_claude_code_print_mode(
     prompt = f"Run {COMMAND} with the Bash tool and tell me what it printed."
     # any model name: a served model's, outside Claude Code's own list
     argv = [claude, "-p", prompt, "--model", "qwen3-8b", "--allowedTools", "Bash", "--output-format", "json"]
-    done = run(argv, env, tmp_path)
+    stdin = None
+    if sdk:
+        argv, sdk_env, stdin = agent_sdk_run(claude, prompt)
+        env.update(sdk_env)
+    done = run(argv, env, tmp_path, stdin)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    result = json.loads(done.stdout)
+    result = final_result(done.stdout, sdk)
     assert result["is_error"] is False and result["result"] == ANSWER
     traces = gateway.finish_session(sid)
     main = [t for t in traces if not t.side_call]
     assert len(main) == 2 and [s.calls for s in merge_traces(traces)] == [[traces.index(t) for t in main]]
     assert untrained_side_calls(traces) == len(traces) - 2  # the session title, when it is asked for
     assert all("without tools" in t.side_call for t in traces if t.side_call)
-    expected = ["You are a Claude agent", '"name": "Bash"', '"name": "Agent"', OUTPUT]
+    expected = ["You are a Claude agent", '"name": "Bash"', '"name": "Read"', OUTPUT]
     assert_prompt_holds(engine, tokenizer, expected)
     assert "x-anthropic-billing-header" not in tokenizer.decode(engine.requests[-1]["input_ids"])
     if reasoning:  # the thinking block came back and was rendered as the turn's reasoning

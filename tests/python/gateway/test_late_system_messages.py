@@ -6,7 +6,8 @@ Claude Code's recorded main call (a mid-conversation system message) on the Mess
 Codex's recorded call with a late developer message added on the Responses route, and a chat
 conversation with a system message after the first turn, go through the real gateway on the
 chat-template path (``RENDERER_FAMILY=default``) over the scripted engine: each is answered,
-its prompt has one system turn, and the late text sits, wrapped, after the turns before it.
+its prompt has one system turn, and the late text sits, wrapped, after the turns before it; the
+prompt holds every tool the CLI offered (a namespace's functions included) and its tool result.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def test_claude_code_mid_conversation_system_message(stand) -> None:
     assert _system_turns(prompt) == 1
     late = prompt.index("<system-reminder>\nAvailable agent types for the Agent tool")
     assert prompt.index("Run echo MARKER") < late < prompt.index("MARKER-42")
+    missing = [t["name"] for t in body["tools"] if f'"name": "{t["name"]}"' not in prompt]
+    assert missing == []
 
 
 def test_codex_late_developer_message(stand) -> None:
@@ -79,6 +82,10 @@ def test_codex_late_developer_message(stand) -> None:
     prompt = _post(stand, f"cx-{id(stand)}", "/v1/responses", body)
     assert _system_turns(prompt) == 1
     assert prompt.index("MARKER-42") < prompt.index(f"<system-reminder>\n{LATE}\n</system-reminder>")
+    functions = [t for t in body["tools"] if t["type"] == "function"]
+    functions += [f for t in body["tools"] if t["type"] == "namespace" for f in t["tools"]]
+    missing = [t["name"] for t in functions if f'"name": "{t["name"]}"' not in prompt]
+    assert missing == [] and '"web_search"' not in prompt
 
 
 def test_chat_system_message_after_the_first_turn(stand) -> None:
