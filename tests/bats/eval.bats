@@ -174,7 +174,10 @@ STUB
 }
 
 @test "a server that dies during the evaluation: the evaluation is stopped, log tail, exit 1" {
-  FAKE_SGLANG_MODE=dies FAKE_SGLANG_DIE_AFTER=3 FAKE_EVAL_SECONDS=60 run -1 "$EVAL" "$WORK/exp.env"
+  # it dies once the evaluation has started (its stub writes eval.pid): an event, not a delay a
+  # loaded machine could outlast before the server is even found healthy
+  FAKE_SGLANG_MODE=dies FAKE_SGLANG_DIE_WHEN="$BATS_TEST_TMPDIR/eval.pid" FAKE_EVAL_SECONDS=60 \
+    run -1 "$EVAL" "$WORK/exp.env"
   assert_output_contains "the SGLang server exited with status 3 during the evaluation"
   assert_output_contains "  | fake sglang: scheduler crashed (scripted): exiting with status 3"
   ! alive "$(cat "$BATS_TEST_TMPDIR/eval.pid")" || flunk "the evaluation still runs"

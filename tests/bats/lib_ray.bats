@@ -174,8 +174,8 @@ exit 0'
   local rc=0
   wait "$SCRIPT_PID" || rc=$?
   ((rc == 130)) || flunk "exit status $rc"
-  # "at once": well before the 60 s the hanging `ray job stop` would take
-  ((SECONDS < 20)) || flunk "took ${SECONDS}s"
+  # "at once": before the 60 s the hanging `ray job stop` would take (a margin no load reaches)
+  ((SECONDS < 50)) || flunk "took ${SECONDS}s"
   grep -q "second SIGINT: killing this run's Ray processes now" "$WORK/err"
 }
 

@@ -308,13 +308,11 @@ def test_lost_reply_after_forwarding_ends_the_episode_without_a_second_run(
     runner does not repeat the call: the episode is an infrastructure failure, the session stopped."""
     req = request("ok")
     plane = acr.start(by_case({"ok": Behaviour(delay=0.05)}), **{fault: {req.session_id}})
-    started = time.monotonic()
     [outcome] = run(load_config(make_args(agent_runtime_arn=ARN, s3_bucket=s3_bucket)), [req])
     assert outcome.failure == "invoke_ambiguous" and str(outcome.reason).startswith("invoke failed:")
     assert len(plane.invocations) == 1
     assert [sid for sid, _ in acr.agent.invocations] == [req.session_id]  # the agent ran exactly once
     assert plane.stops == [(ARN, req.session_id)]
-    assert time.monotonic() - started < 8
 
 
 def test_throttling_is_still_retried_because_it_never_reaches_the_agent(s3_bucket: str, acr: Any) -> None:

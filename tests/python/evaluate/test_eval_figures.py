@@ -17,7 +17,6 @@ import html
 import json
 import math
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -148,9 +147,8 @@ def test_eval_timeout_cuts_the_tail_of_an_eval_step(
     data = _rows(tmp_path / "math.jsonl", (("ok", 1.0), ("hang", 1.0)))
     args = _args(tmp_path, s3_bucket, agent.url, data, eval_timeout=1.0)
     args.acr_timeout = 30
-    started = time.monotonic()
     output = rollout.generate_rollout(args, 0, None, evaluation=True)
-    assert time.monotonic() - started < 10
+    # cut by EVAL_TIMEOUT (had they run to ACR_TIMEOUT, they would have failed as timeout)
     assert output.metrics["eval/math/failures/eval_timeout"] == 2
     assert output.data["math"]["rewards"] == [1.0, 1.0]
     [line] = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -168,9 +166,8 @@ def test_bin_eval_run_all_cuts_at_eval_timeout() -> None:
             await asyncio.sleep(metadata["sleep"])
             return Episode(row, sample, sid or "", 1.0, None, None, None, 1, 1, 1, False, 0.0)
 
-    started = time.monotonic()
+    # the 60 s episode is cut at the deadline: had it run, it would have ended without a failure
     episodes = asyncio.run(run_all(Slow(), [{"sleep": 0.0}, {"sleep": 60.0}], 1, 4, limit=0.5))  # type: ignore[arg-type]
-    assert time.monotonic() - started < 5
     assert [e.failure_reason for e in episodes] == [None, "eval_timeout"]
     assert episodes[1].failure_class == "infrastructure" and len(episodes[1].session_id) == 36
     summary = summarize(episodes, 1, 0.5)

@@ -130,6 +130,10 @@ class LocalS3:
         self.stop()
 
 
+#: how long a held GET waits for the others of its gathering before it goes on alone
+GATHER_CEILING_S = 30.0
+
+
 class S3Proxy:
     """A forwarding proxy in front of :class:`LocalS3` that plays S3's latency and faults.
 
@@ -137,7 +141,10 @@ class S3Proxy:
     not a LIST of the bucket) waits ``get_delay`` seconds first, and ``faults[key]`` (a list of
     HTTP statuses) answers that key's next GETs with those statuses and an S3 error body
     (``503`` SlowDown, ``403`` AccessDenied, ...) before it is served. ``gets`` counts object
-    GETs by key. Point boto3 at :attr:`url` (``AWS_ENDPOINT_URL_S3``).
+    GETs by key. With ``gather_gets`` N, each object GET is held until N are in flight at once
+    (or :data:`GATHER_CEILING_S` passed: only a client that never sends N at once waits that
+    long), and ``most_in_flight`` says how many were: concurrency shown by events, not timing.
+    Point boto3 at :attr:`url` (``AWS_ENDPOINT_URL_S3``).
     """
 
     CODES = {403: "AccessDenied", 404: "NoSuchKey", 500: "InternalError", 503: "SlowDown"}
@@ -151,6 +158,10 @@ class S3Proxy:
         self.get_delay = get_delay
         self.faults: dict[str, list[int]] = {}
         self.gets: dict[str, int] = {}
+        self.gather_gets = 0
+        self.most_in_flight = 0
+        self._in_flight = 0
+        self._gathered: Any = None  # an asyncio.Event of the proxy's loop, made there
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._forward)
         self._server = ThreadedAiohttpServer(app, name="s3-proxy")
@@ -163,6 +174,20 @@ class S3Proxy:
     def __exit__(self, *exc: object) -> None:
         self._server.stop()
 
+    async def _gather(self) -> None:
+        import asyncio
+
+        if not self.gather_gets:
+            return
+        if self._gathered is None:
+            self._gathered = asyncio.Event()
+        if self._in_flight >= self.gather_gets:
+            self._gathered.set()
+        try:
+            await asyncio.wait_for(self._gathered.wait(), GATHER_CEILING_S)
+        except TimeoutError:
+            pass  # the client never had that many GETs out at once: most_in_flight says so
+
     async def _forward(self, request: Any) -> Any:
         import asyncio
 
@@ -174,7 +199,13 @@ class S3Proxy:
         if request.method == "GET" and len(parts) == 2:  # a LIST is GET /bucket?list-type=2
             key = parts[1]
             self.gets[key] = self.gets.get(key, 0) + 1
-            await asyncio.sleep(self.get_delay)
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+            try:
+                await self._gather()
+                await asyncio.sleep(self.get_delay)
+            finally:
+                self._in_flight -= 1
             pending = self.faults.get(key)
             if pending:
                 status = pending.pop(0)

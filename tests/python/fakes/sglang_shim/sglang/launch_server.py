@@ -7,7 +7,7 @@ check that the whole process group is stopped. Behaviour from the environment:
 
 - ``FAKE_SGLANG_MODE``: ``healthy`` (default); ``never_healthy`` (logs "loading" lines, never
   listens); ``dies`` (serves, then exits with status 3 after ``FAKE_SGLANG_DIE_AFTER`` seconds,
-  default 2); ``ignore_term`` (serves; it and its child ignore SIGTERM).
+  default 2, or once the file ``FAKE_SGLANG_DIE_WHEN`` names exists); ``ignore_term`` (serves; it and its child ignore SIGTERM).
 - ``FAKE_SGLANG_PIDS``: a file the server and its child append their PIDs to.
 - ``FAKE_SGLANG_LOGGED``: a file ``never_healthy`` touches once its first loading line is logged.
 - ``FAKE_SGLANG_ARGV``: a file the server writes its argv to (one word per line).
@@ -180,12 +180,21 @@ def main(argv: list[str]) -> int:
         die_after = int(os.environ.get("FAKE_SGLANG_DIE_AFTER_REQUESTS", "1")) if dies else None
         record_requests(engine._app, args.port, os.environ.get("FAKE_SGLANG_REQUESTS", os.devnull), die_after)
     loop = asyncio.new_event_loop()
-    if mode == "dies":
+    if mode == "dies" and os.environ.get("FAKE_SGLANG_DIE_WHEN"):
+        _die_when(loop, Path(os.environ["FAKE_SGLANG_DIE_WHEN"]))
+    elif mode == "dies":
         loop.call_later(float(os.environ.get("FAKE_SGLANG_DIE_AFTER", "2")), _die)
     print(f"fake sglang: serving on {args.host}:{args.port}", flush=True)
     web.run_app(engine._app, host=args.host, port=args.port, handle_signals=False, print=None,
                 access_log=None, loop=loop)
     return 0
+
+
+def _die_when(loop: asyncio.AbstractEventLoop, path: Path) -> None:
+    """_die once ``path`` exists (checked every 0.1 s): an event, however slow the machine."""
+    if path.exists():
+        _die()
+    loop.call_later(0.1, _die_when, loop, path)
 
 
 def _die() -> None:
