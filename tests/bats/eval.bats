@@ -356,3 +356,22 @@ SCRIPT
   [[ $stderr == *"none was written ($ckpt/hf does not exist): SAVE_HF=true writes one per save"* ]] || flunk "$stderr"
   refute_calls
 }
+
+@test "issue 43: an engine port another process holds stops eval.sh before anything is sent there" {
+  # a listener of this user that eval.sh did not start, on the engine's fixed port: not the
+  # engine (its socket is in no descriptor table of the engine's process group)
+  local port holder
+  port=$("$TEST_PYTHON_DIR/python3" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$TEST_PYTHON_DIR/python3" -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("up", flush=True); time.sleep(120)' "$port" >"$BATS_TEST_TMPDIR/holder.out" &
+  holder=$!
+  for ((i = 0; i < 100; i++)); do [[ -s $BATS_TEST_TMPDIR/holder.out ]] && break; /bin/sleep 0.1; done
+  run -1 "$EVAL" --set "EVAL_SGLANG_PORT=$port" "$WORK/exp.env"
+  kill "$holder" 2>/dev/null || true
+  wait "$holder" 2>/dev/null || true
+  assert_output_contains "port $port of the SGLang server is held by another process, uid $(id -u)"
+  assert_output_contains "(a process of yours that this script did not start), not by the server this script started: nothing was sent to it"
+  refute_output_contains "is healthy"
+  run calls evaluate
+  [[ -z $output ]] || flunk "the evaluation ran: $output"
+}
