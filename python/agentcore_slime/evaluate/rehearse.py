@@ -466,6 +466,9 @@ class Rehearsal:
             fix = "check MODEL_DIR, RENDERER_FAMILY and SGLANG_TOOL_CALL_PARSER"
             self.checks.append(failed("rehearse.gateway", found, fix))
             return self.finish([], {"skipped": "the model's renderer did not load"})
+        choice = policy.choice  # the parsers the gateway reads the stand-in's turns with, and why
+        parsers = f"{choice.parsers}; renderer {choice.family} ({choice.reason})"
+        self.checks.append(passed("rehearse.parsers", parsers))
         engine = StandInEngine(policy)
         engine.start()
         try:

@@ -36,6 +36,7 @@ class RendererChoice:
     reason: str
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
+    parsers: str = ""  # the model's family and the parsers, and why (Fit.describe)
 
 
 
@@ -154,6 +155,10 @@ def resolve_parsers(
     return fit
 
 
+def _for_build(parsers: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in parsers.items() if k != "parsers"}
+
+
 def choose_renderer(
     model_dir: str,
     tokenizer: Any,
@@ -169,18 +174,22 @@ def choose_renderer(
     chat template (logged once); an explicit one raises.
     """
     fit = resolve_parsers(model_dir, family, tool_call_parser, reasoning_parser)
-    parsers = {"tool_call_parser": fit.tool_call_parser, "reasoning_parser": fit.reasoning_parser}
+    parsers: dict[str, Any] = {
+        "tool_call_parser": fit.tool_call_parser,
+        "reasoning_parser": fit.reasoning_parser,
+        "parsers": fit.describe(),
+    }
     if family != "auto":
-        renderer = build_renderer(tokenizer, family, **parsers)
+        renderer = build_renderer(tokenizer, family, **_for_build(parsers))
         return renderer, RendererChoice(family, "RENDERER_FAMILY", **parsers)
     choice = infer_family(model_dir, tokenizer)
     if choice.family != CHAT_TEMPLATE_FAMILY:
         try:
-            return build_renderer(tokenizer, choice.family, **parsers), RendererChoice(
+            return build_renderer(tokenizer, choice.family, **_for_build(parsers)), RendererChoice(
                 choice.family, choice.reason, **parsers
             )
         except Exception as err:  # noqa: BLE001 - any failure to fit means: use the chat template
             choice = RendererChoice(CHAT_TEMPLATE_FAMILY, f"family {choice.family!r} did not fit ({err})")
     logger.warning("renderer: %s; falling back to the model's chat template", choice.reason)
-    renderer = build_renderer(tokenizer, CHAT_TEMPLATE_FAMILY, **parsers)
+    renderer = build_renderer(tokenizer, CHAT_TEMPLATE_FAMILY, **_for_build(parsers))
     return renderer, RendererChoice(CHAT_TEMPLATE_FAMILY, choice.reason, **parsers)

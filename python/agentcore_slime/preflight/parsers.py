@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..settings.model_family import Fit, fit_model, read_model
-from ..settings.schema import NONE
+from ..settings.model_family import fit_model, read_model
 from .context import Context
 from .report import Result, failed, passed, warned
 
@@ -22,23 +21,6 @@ CHECK_NAMES = {
     "SGLANG_REASONING_PARSER": "model.reasoning-parser",
     "RENDERER_FAMILY": "model.renderer-family",
 }
-
-
-def _shown(value: str | None, setting: str, fit: Fit) -> str:
-    if setting in fit.chosen:
-        return f"{value} (chosen from the model)"
-    return value if value is not None else NONE
-
-
-def describe(fit: Fit) -> str:
-    """What the gateway will parse with, in one line.
-
-    :param fit: the fit of the env file's settings to the model.
-    """
-    family = f"{fit.family.name} ({fit.evidence})" if fit.family else f"no known family ({fit.evidence})"
-    tool = _shown(fit.tool_call_parser, "SGLANG_TOOL_CALL_PARSER", fit)
-    reasoning = _shown(fit.reasoning_parser, "SGLANG_REASONING_PARSER", fit)
-    return f"{family}: tool-call parser {tool}, reasoning parser {reasoning}"
 
 
 def check_parsers(ctx: Context) -> list[Result]:
@@ -68,5 +50,5 @@ def check_parsers(ctx: Context) -> list[Result]:
         for note in fit.notes
     ]
     if not results:
-        results.append(passed("model.parsers", describe(fit)))
+        results.append(passed("model.parsers", fit.describe()))
     return results

@@ -25,6 +25,7 @@ from .schema import AUTO, NONE, REASONING_PARSERS, TOOL_CALL_PARSERS
 
 #: the renderers family meaning "the model's own chat template": it fits every model
 CHAT_TEMPLATE = "default"
+TOOL_SETTING, REASONING_SETTING = "SGLANG_TOOL_CALL_PARSER", "SGLANG_REASONING_PARSER"
 #: tokenizer.json files larger than this are not read for their added tokens (a safety bound;
 #: the largest published ones are ~30 MB)
 MAX_TOKENIZER_JSON = 96 * 1024**2
@@ -341,12 +342,24 @@ class Fit:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def describe(self) -> str:
+        """The family, its evidence and the parsers, in one line (bin/doctor, the rehearsal)."""
+        name = self.family.name if self.family else "no known family"
+        family = f"{name} ({self.evidence})"
+        tool = self._shown(self.tool_call_parser, TOOL_SETTING)
+        reasoning = self._shown(self.reasoning_parser, REASONING_SETTING)
+        return f"{family}: tool-call parser {tool}, reasoning parser {reasoning}"
+
+    def _shown(self, value: str | None, setting: str) -> str:
+        if setting in self.chosen:
+            return f"{value} (chosen from the model)"
+        return value if value is not None else NONE
+
 
 def _names(values: tuple[str, ...]) -> str:
     return " or ".join(values)
 
 
-TOOL_SETTING, REASONING_SETTING = "SGLANG_TOOL_CALL_PARSER", "SGLANG_REASONING_PARSER"
 #: what each parser setting reads, for messages
 _READS = {TOOL_SETTING: "tool calls", REASONING_SETTING: "reasoning"}
 

@@ -135,6 +135,7 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
         for c in (
             "data",
             "bucket",
+            "parsers",
             "gateway",
             "agent",
             "agent-reaches-gateway",
@@ -145,6 +146,7 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
         )
     ]
     assert all(line.startswith("PASS") for line in lines.values()), done.stdout
+    assert "Qwen2.5 (config.json model_type 'qwen2'): tool-call parser qwen" in lines["rehearse.parsers"]
     assert (  # 2 rows, each a GRPO group of 2 episodes
         "ran calculator for the stand-in's call and came back to the model (4 of 4"
         in lines["rehearse.tool-call"]
@@ -163,7 +165,7 @@ def test_a_good_wiring_passes_through_bin_eval_with_a_local_agent(stand: Stand, 
     }
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["rehearsal"] is True and summary["episodes"] == 4 and summary["failed"] == 0
-    assert [c["status"] for c in summary["checks"]] == ["PASS"] * 9
+    assert [c["status"] for c in summary["checks"]] == ["PASS"] * 10
     # the user's agent, bucket and tokenizer were used: only the policy (and slime's types, slime
     # not being installed here) stood in, and it says so
     assert [line.split(":")[0] for line in summary["stand_ins"]] == ["policy", "slime"]
