@@ -18,6 +18,7 @@ _setup() {
   run -2 --separate-stderr "$TRAIN"
   [[ -z $output ]] || flunk "stdout not empty: $output"
   [[ $stderr == "Usage: bin/train [--dry-run | --render-only]"* ]] || flunk "stderr: $stderr"
+  [[ $stderr == *$'\n       bin/train --rehearse '* ]] || flunk "no --rehearse in: $stderr"
 }
 
 @test "--help prints the header and nothing runs" {
