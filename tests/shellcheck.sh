@@ -13,7 +13,7 @@ cd "$root"
 shell_files() {
   local f
   for f in bin/* install_slime.sh tests/run tests/shellcheck.sh .ci/run \
-    templates/lib/*.sh libexec/*.bash tests/*.bash tests/bats/*.bash tests/bats/*.bats; do
+    templates/lib/*.sh libexec/*.bash tests/*.bash tests/bats/*.bash tests/bats/*.bats tests/slime_stacks/*.sh; do
     [[ -f $f ]] || continue
     case "$f" in
       *.py) continue ;;
