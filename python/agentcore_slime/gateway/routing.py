@@ -16,6 +16,11 @@ call's trace says why it has none (the rollout then fails the samples that need 
 infrastructure failure, never trains with wrong routing). A router that drops
 ``routed_experts_start_len`` (the engine then returns every row from position 0) is recognized
 by the count, and the rows the session holds are cut off.
+
+At start (:func:`check_engine`) one token goes through the engine asking for its row: engines
+without the flag, a router that drops ``return_routed_experts`` (the PyPI sglang-router 0.3.2
+does) or a model whose rows are not ``num_layers x moe_router_topk`` stop the gateway's start,
+before any agent runs, instead of failing every episode.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import binascii
 import logging
 from dataclasses import dataclass
 
-from .engine import EngineResult
+from .engine import EngineClient, EngineError, EngineResult
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +94,21 @@ def take(result: EngineResult, start: int | None, prompt_length: int, row_size: 
         f"{row_size} bytes asked for (positions {start}..{positions - 1}: is the model's "
         "num_layers x num_experts_per_tok what slime's --num-layers x --moe-router-topk say?)",
     )
+
+
+async def check_engine(engine: EngineClient, layers: int, topk: int) -> None:
+    """Ask the engine for the routed experts of one token (the id 0, one sampled token: one row).
+
+    :raises EngineError: it returned none, or not one row of ``layers x topk`` ids.
+    """
+    result = await engine.generate([0], {"max_new_tokens": 1, "temperature": 0.0}, routed_experts_start=0)
+    routing = take(result, 0, 1, row_bytes(layers, topk))
+    if routing.problem:
+        raise EngineError(
+            f"rollout routing replay (--use-rollout-routing-replay, {layers} layers x top-{topk}): "
+            f"{routing.problem}",
+            retryable=False,
+        )
 
 
 def _warn_full_rows() -> None:

@@ -34,6 +34,7 @@ from .engine import EngineClient
 from .limits import ConnectionCap, connection_cap, raise_open_files_limit
 from .memory import GcWatch, freeze_long_lived, release_memory
 from .routes import make_app
+from .routing import check_engine
 from .sessions import SESSION_ID, Session, Sessions
 from .store import rebuild
 from .trace import CallTrace
@@ -119,6 +120,9 @@ class Gateway:
         await self.engine.discover()
         if self.engine.workers:
             logger.info("engine url is a router in front of %s", ", ".join(self.engine.workers))
+        if self.config.routed_experts_layers:  # fail here, not episode by episode
+            config = self.config
+            await check_engine(self.engine, config.routed_experts_layers, config.routed_experts_topk)
         if calls.context_length is None:
             calls.context_length = await self.engine.context_length()
             if calls.context_length is None:

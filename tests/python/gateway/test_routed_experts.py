@@ -20,9 +20,11 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from agentcore_slime.gateway import trace_wire
+from agentcore_slime.gateway import Gateway, GatewayConfig, trace_wire
+from agentcore_slime.gateway.engine import EngineError
 from agentcore_slime.gateway.routing import NO_ROWS
 from fakes.sglang_server import FakeSGLang, MoeShape, routed_rows, text_policy
+from gateway_helpers import Script
 
 SHAPE = MoeShape(layers=3, topk=2, experts=8)
 ROUTED = {"routed_experts_layers": SHAPE.layers, "routed_experts_topk": SHAPE.topk}
@@ -47,14 +49,31 @@ def _conversation(base: str, turns: int) -> list[dict[str, Any]]:
     return messages
 
 
+@pytest.fixture
+def moe_stand(make_stand, tokenizer):
+    """Factory: the scripted MoE engine and a gateway replaying routing, with these replies (the
+    gateway's start asks the engine for one token's row first: a reply of its own)."""
+
+    def make(replies: list[str], **config: Any) -> Any:
+        script = Script(["probe", *replies])
+        settings = {"cumulative_token_mode": True, **ROUTED, **config}
+        stand = make_stand(text_policy(tokenizer, script.respond), {"routed_experts": SHAPE}, **settings)
+        stand.script = script
+        (probe,) = stand.engine.requests
+        assert probe["return_routed_experts"] and probe["routed_experts_start_len"] == 0
+        stand.engine.requests.clear()
+        return stand
+
+    return make
+
+
 def _expected(trace: Any) -> bytes:
     sequence = trace.prompt_token_ids + trace.completion_token_ids
     return routed_rows(sequence, trace.routed_experts_start, len(sequence) - 1, SHAPE).tobytes()
 
 
-def test_each_call_asks_only_for_what_its_session_does_not_hold(make_stand) -> None:
-    stand = make_stand(fake={"routed_experts": SHAPE}, cumulative_token_mode=True, **ROUTED)
-    stand.script.replies = ["one", "two two", "three three three", "four"]
+def test_each_call_asks_only_for_what_its_session_does_not_hold(moe_stand) -> None:
+    stand = moe_stand(["one", "two two", "three three three", "four"])
     base = stand.gateway.create_session("s1")
     _conversation(base, 4)
     traces = stand.gateway.traces("s1")
@@ -72,9 +91,8 @@ def test_each_call_asks_only_for_what_its_session_does_not_hold(make_stand) -> N
     assert len(traces[-1].routed_experts) < len(traces[-1].prompt_token_ids) * 4 * SHAPE.layers * SHAPE.topk
 
 
-def test_a_fork_asks_from_the_prefix_it_shares(make_stand) -> None:
-    stand = make_stand(fake={"routed_experts": SHAPE}, cumulative_token_mode=True, **ROUTED)
-    stand.script.replies = ["alpha", "beta", "gamma"]
+def test_a_fork_asks_from_the_prefix_it_shares(moe_stand) -> None:
+    stand = moe_stand(["alpha", "beta", "gamma"])
     base = stand.gateway.create_session("s2")
     messages = _conversation(base, 2)
     messages[0] = {"role": "user", "content": "a rewritten start"}  # history rewritten: a fork
@@ -88,9 +106,21 @@ def test_a_fork_asks_from_the_prefix_it_shares(make_stand) -> None:
     assert fork.routed_experts == _expected(fork)
 
 
-def test_an_engine_without_the_flag_leaves_the_call_without_rows(make_stand) -> None:
-    stand = make_stand(cumulative_token_mode=True, **ROUTED)  # no routed_experts: no capture
-    stand.script.replies = ["x", "y"]
+def test_engines_without_the_flag_stop_the_gateways_start(make_stand, tokenizer) -> None:
+    """Before any agent runs (the rollout's first step fails with this, not every episode)."""
+    with pytest.raises(EngineError, match="routing replay .*3 layers x top-2.*returned no routed_experts"):
+        make_stand(text_policy(tokenizer, lambda prompt: "ok"), **ROUTED)  # no routed_experts: no capture
+
+
+def test_a_shape_other_than_the_engines_stops_the_gateways_start(make_stand, tokenizer) -> None:
+    with pytest.raises(EngineError, match="not the 64 of 1 rows x 64 bytes"):
+        policy = text_policy(tokenizer, lambda prompt: "ok")
+        make_stand(policy, {"routed_experts": SHAPE}, routed_experts_layers=8, routed_experts_topk=2)
+
+
+def test_an_engine_that_stops_returning_rows_leaves_the_calls_without(moe_stand) -> None:
+    stand = moe_stand(["x", "y"])
+    stand.engine.routed_experts = None  # e.g. replaced by an engine started without the flag
     base = stand.gateway.create_session("s3")
     _conversation(base, 2)
     traces = stand.gateway.traces("s3")
@@ -99,16 +129,15 @@ def test_an_engine_without_the_flag_leaves_the_call_without_rows(make_stand) -> 
     assert [r["routed_experts_start_len"] for r in stand.engine.requests] == [0, 0]  # nothing held
 
 
-def test_a_router_that_drops_the_start_still_gives_exact_rows(make_stand) -> None:
+def test_a_router_that_drops_the_start_still_gives_exact_rows(moe_stand) -> None:
     class FromZero(FakeSGLang):
         """An engine behind a router that forwards return_routed_experts but drops the start."""
 
         def _complete(self, body: dict[str, Any], rid: str, *, aborted: bool) -> dict[str, Any]:
             return super()._complete({**body, "routed_experts_start_len": 0}, rid, aborted=aborted)
 
-    stand = make_stand(fake={"routed_experts": SHAPE}, cumulative_token_mode=True, **ROUTED)
+    stand = moe_stand(["p", "q"])
     stand.engine.__class__ = FromZero
-    stand.script.replies = ["p", "q"]
     base = stand.gateway.create_session("s4")
     _conversation(base, 2)
     second = stand.gateway.traces("s4")[1]
@@ -125,9 +154,8 @@ def test_routing_off_sends_nothing_extra(make_stand) -> None:
     assert trace.routed_experts_start is None and trace.routed_experts is None
 
 
-def test_rows_cross_the_process_boundary_bit_for_bit(make_stand) -> None:
-    stand = make_stand(fake={"routed_experts": SHAPE}, cumulative_token_mode=True, **ROUTED)
-    stand.script.replies = ["m", "n", "o"]
+def test_rows_cross_the_process_boundary_bit_for_bit(moe_stand) -> None:
+    stand = moe_stand(["m", "n", "o"])
     base = stand.gateway.create_session("s6")
     _conversation(base, 3)
     session = stand.gateway.sessions.get("s6")
@@ -146,18 +174,21 @@ def _free_port() -> int:
 
 class _AlwaysRows(FakeSGLang):
     """Answers with every position's rows whatever the request says (to see what a router
-    does with a large answer: 48 layers x top-8, a Qwen3-30B-A3B-shaped model)."""
+    does with a large answer: 48 layers x top-8, a Qwen3-30B-A3B-shaped model); with
+    ``always`` off, an engine honouring the request."""
+
+    always = True
 
     def _complete(self, body: dict[str, Any], rid: str, *, aborted: bool) -> dict[str, Any]:
-        return super()._complete({**body, "return_routed_experts": True}, rid, aborted=aborted)
+        return super()._complete({**body, "return_routed_experts": self.always}, rid, aborted=aborted)
 
 
-def test_the_pypi_sglang_router_032_drops_the_routing_fields(tokenizer) -> None:
+def test_the_pypi_sglang_router_032_drops_the_routing_fields(model_dir, tokenizer) -> None:
     """The real sglang-router 0.3.2 wheel (PyPI) re-serializes /generate through a typed
     request without ``return_routed_experts`` and ``routed_experts_start_len``: the engine
     never sees them (and returns no rows), while a large answer (6 MB of rows) passes whole.
-    slime's own build of the router (install_slime.sh pins it) is what a run must use;
-    docs/rollout.md."""
+    A gateway replaying routing behind it refuses to start, saying why. slime's own build of
+    the router (install_slime.sh pins it) is what a run must use; docs/rollout.md."""
     shape = MoeShape(layers=48, topk=8, experts=128)
     engine = _AlwaysRows(text_policy(tokenizer, lambda prompt: "ok"), routed_experts=shape)
     port = _free_port()
@@ -185,6 +216,11 @@ def test_the_pypi_sglang_router_032_drops_the_routing_fields(tokenizer) -> None:
             sequence = ids + answer["output_ids"]
             expected = routed_rows(sequence, 0, len(sequence) - 1, shape)  # from 0: no start seen
             assert rows.nbytes > 6_000_000 and np.array_equal(rows, expected.reshape(-1))
+            engine.always = False
+            gateway = Gateway(GatewayConfig(str(model_dir), host="127.0.0.1", port=0, **ROUTED))
+            with pytest.raises(EngineError, match="returned no routed_experts"):
+                gateway.start(url)
+            gateway.shutdown()
         finally:
             router.terminate()
             router.wait(timeout=30)

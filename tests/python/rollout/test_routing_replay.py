@@ -117,7 +117,7 @@ def test_multi_turn_episodes_padding_and_failures_all_carry_slimes_layout(
     assert sorted(starts)[:2] == [0, 0] and max(starts) > 0  # later calls ask only for what they add
 
 
-def test_an_engine_without_routed_experts_fails_the_episode_as_infrastructure(
+def test_engines_without_routed_experts_stop_the_first_step_before_any_agent_runs(
     s3_bucket: str, local_s3: LocalS3, moe_engine: tuple[Path, FakeSGLang]
 ) -> None:
     model_dir, fake = moe_engine
@@ -125,6 +125,28 @@ def test_an_engine_without_routed_experts_fails_the_episode_as_infrastructure(
     agent = StandinAgent(
         lambda payload, sid: Behaviour(result={"rewards": 1.0}, chat=["hi"]), local_s3.client()
     )
+    try:
+        with (
+            agent,
+            pytest.raises(RuntimeError, match="routing replay .* the engine returned no routed_experts"),
+        ):
+            _rollout(agent, s3_bucket, model_dir, fake, **REPLAY)
+        assert agent.invocations == []
+    finally:
+        fake.routed_experts = SHAPE
+
+
+def test_rows_lost_mid_run_fail_the_episode_as_infrastructure(
+    s3_bucket: str, local_s3: LocalS3, moe_engine: tuple[Path, FakeSGLang]
+) -> None:
+    """An engine replaced mid-run by one without the flag: its episodes fail as routing_replay."""
+    model_dir, fake = moe_engine
+
+    def script(payload: dict[str, Any], sid: str) -> Behaviour:
+        fake.routed_experts = None  # the gateway started (its check passed); now no rows
+        return Behaviour(result={"rewards": 1.0}, chat=["hi"])
+
+    agent = StandinAgent(script, local_s3.client())
     try:
         with agent, pytest.raises(RuntimeError, match="routed experts: call 1 of 1: the engine returned no"):
             _rollout(agent, s3_bucket, model_dir, fake, **REPLAY)
