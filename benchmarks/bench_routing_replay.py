@@ -14,8 +14,8 @@ front of the scripted engine (tests/python/fakes/sglang_server.py: routed expert
 
 Per 1k tokens of episode it prints the bytes on the wire (the engine's base64 answers), the
 bytes the gateway holds for the session, the trace bytes the rollout reads (trace_wire), the
-sample's array, and the rollout's assembly time; per call the bytes against the tokens the
-call added.
+sample's array, and the rollout's assembly time (the best of 5); per call the bytes against
+the tokens the call added.
 
 Run: ``.venv/bin/python benchmarks/bench_routing_replay.py [--turns 16 --first 2000 --turn 300]``
 from the repo root.
@@ -75,6 +75,7 @@ def run(mode: str, model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     with engine:
         gateway = Gateway(GatewayConfig(str(model_dir), host="127.0.0.1", port=0, **routed))
         gateway.start(engine.url)
+        engine.wire.clear()  # the start's check of the engine (one token) is no call of the episode
         try:
             base = gateway.create_session("bench", {"max_new_tokens": 4 * args.reply + 8})
             messages = [{"role": "user", "content": "word " * args.first}]
@@ -114,9 +115,12 @@ def run(mode: str, model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         template = Sample(index=0, group_index=0, prompt="p", metadata={})
         samples = merge_traces_to_samples(traces, template, session_id="bench", reward=1.0, rollout_id=0)
         layout = RoutingLayout(SHAPE.layers, SHAPE.topk, SHAPE.experts)
-        started = time.perf_counter()
-        assert attach_routing(traces, samples, layout) is None
-        out["assembly_ms"] = 1000 * (time.perf_counter() - started)
+        times = []
+        for _ in range(5):  # the best of 5: the machine's other work only adds
+            started = time.perf_counter()
+            assert attach_routing(traces, samples, layout) is None
+            times.append(time.perf_counter() - started)
+        out["assembly_ms"] = 1000 * min(times)
         out["sample_bytes"] = sum(s.rollout_routed_experts.nbytes for s in samples)
     return out
 
