@@ -241,3 +241,17 @@ def test_the_layout_comes_from_slimes_args() -> None:
     args = make_args(agent_url="http://127.0.0.1:1", s3_bucket="bucket", **REPLAY)
     gateway = runtime.gateway_config(runtime.load_config(args), args)
     assert (gateway.routed_experts_layers, gateway.routed_experts_topk) == (4, 2)
+
+
+def test_a_side_call_between_turns_is_replayed_in_call_order() -> None:
+    """Issue 45's side calls are recorded in the session's order too: the next main call asks
+    from the prefix it shares with the side call, and the main sample's rows stay exact."""
+    main = _engine_call([1, 2, 3], [4, 5], 0)
+    side = CallTrace(**{**_engine_call([1, 2, 9], [8], 2).__dict__, "side_call": "title"})
+    again = _engine_call([1, 2, 3, 4, 5, 6], [7], 2)  # shares [1, 2] with the side call's sequence
+    traces = [main, side, again]
+    samples = _samples(traces)
+    assert [ShimRecord.of(s).calls for s in samples] == [(0, 2)]  # the side call is not trained
+    assert attach_routing(traces, samples, LAYOUT) is None
+    expected = routed_rows(samples[0].tokens, 0, len(samples[0].tokens) - 1, SHAPE)
+    assert np.array_equal(samples[0].rollout_routed_experts, expected)
