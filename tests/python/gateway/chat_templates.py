@@ -175,7 +175,9 @@ def _fixture(name: str) -> str:
 
 FAMILIES = {
     "qwen3": Family("qwen3", _fixture("qwen3.jinja")),
-    "qwen3.5": Family("qwen3.5", QWEN35_TEMPLATE),
+    "qwen3.5": Family(
+        "qwen3.5", QWEN35_TEMPLATE, ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+    ),
     "glm-4.5": Family(
         "glm-4.5", GLM45_TEMPLATE, ("[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
                                     "<|observation|>", "<arg_key>", "</arg_key>", "<arg_value>",
@@ -192,12 +194,15 @@ FAMILIES = {
         "deepseek-v3.1", _fixture("deepseek_v3_1.jinja"),
         ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>",
          "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-         "<｜tool▁sep｜>", "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>"),
+         "<｜tool▁sep｜>", "<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>", "<｜tool▁outputs▁begin｜>",
+         "<｜tool▁outputs▁end｜>"),
         stops=("<｜end▁of▁sentence｜>",),
     ),
     "kimi-k2": Family(
         "kimi-k2", _fixture("kimi_k2.jinja"),
-        ("<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>"),
+        ("<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
+         "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+         "<|tool_call_argument_begin|>", "<|tool_call_end|>"),
         stops=("<|im_end|>",),
     ),
 }

@@ -89,9 +89,9 @@ def _episodes(
     engine = Engine(family, tokenizer)
     server = FakeSGLang(engine.policy, tokenizer=tokenizer)
     server.start()
+    settings = {"renderer_family": "default", **config}
     gateway = Gateway(GatewayConfig(
-        str(directory), host="127.0.0.1", port=0, renderer_family="default",
-        tool_call_parser="none", reasoning_parser="none", **config,
+        str(directory), host="127.0.0.1", port=0, tool_call_parser="none", reasoning_parser="none", **settings
     ))
     traces, prompts = [], []
     try:
@@ -183,3 +183,21 @@ def test_a_truncated_reply_gets_the_templates_close_then_the_new_messages(tmp_pa
     assert prompt is not None and prompt.ids[: len(chain.ids)] == chain.ids
     added = tokenizer.decode(prompt.ids[len(chain.ids) :].tolist())
     assert added == "<|im_end|>\n<|im_start|>user\ngo on<|im_end|>\n<|im_start|>assistant\n"
+
+
+# the renderers library's own families for these models (its Hub map: Qwen3-8B, Qwen3.5, GLM-4.5-Air,
+# GLM-4.7-Flash -> glm-5, DeepSeek-V3, Kimi-K2-Instruct)
+RENDERERS_FAMILIES = {
+    "qwen3": "qwen3", "qwen3.5": "qwen3.5", "glm-4.5": "glm-4.5", "glm-4.7": "glm-5",
+    "deepseek-v3.1": "deepseek-v3", "kimi-k2": "kimi-k2",
+}
+
+
+def test_the_renderers_families_are_one_sample_per_episode_too(family_dir) -> None:
+    """RENDERER_FAMILY=<the renderers family>: its bridge, rebuilt to bridge every turn."""
+    traces, prompts = _episodes(family_dir, renderer_family=RENDERERS_FAMILIES[family_dir[0].name])
+    for episode, sent in zip(traces, prompts, strict=True):
+        assert [t.joined for t in episode] == ["start"] + ["extended"] * (len(episode) - 1)
+        [segment] = merge_traces(episode)
+        for trace, prompt in zip(episode, sent, strict=True):
+            assert trace.prompt_token_ids == prompt == segment.tokens[: len(prompt)]
