@@ -133,15 +133,20 @@ def check_gateway_exposure(ctx: Context) -> Result:
     )
     if host and str(host) not in ("0.0.0.0", "::"):
         return passed(name, f"the gateway serves GATEWAY_HOST={host} (and 127.0.0.1) on {ports}")
+    tls = ctx.value("GATEWAY_TLS_CERT") is not None
+    seen = (
+        "" if tls else " and see the session id in every URL it can observe on the way (plain HTTP; "
+        "the session id is the agent's only credential)"
+    )
     return warned(
         name,
         f"the gateway serves every interface of this node ({'GATEWAY_HOST unset' if not host else host}) on "
-        f"{ports}, in plain HTTP: any host that reaches this node there can open connections (the gateway "
-        "closes idle ones first and never a call of a live session) and see the session id in every URL "
-        "it can observe on the way (the session id is the agent's only credential)",
+        f"{ports}, in {'HTTPS' if tls else 'plain HTTP'}: any host that reaches this node there can open "
+        f"connections (the gateway closes idle ones first and never a call of a live session){seen}",
         "allow only your agents' source addresses to those ports (security group or firewall rule; "
         "ACR agents in VPC mode come from your subnets' addresses), set GATEWAY_HOST to the address "
-        "they reach, and use TLS where the path is not private (docs/launcher.md, 'Operating the gateway')",
+        "they reach, and GATEWAY_TLS_CERT/GATEWAY_TLS_KEY where the path is not private (docs/launcher.md, "
+        "'Operating the gateway')",
     )
 
 

@@ -78,6 +78,8 @@ class GatewayConfig:
     model_id: str = "default"
     host: str | None = None
     port: int = 9090
+    tls_cert: str | None = None
+    tls_key: str | None = None
     tool_call_parser: str | None = "auto"
     reasoning_parser: str | None = "auto"
     cumulative_token_mode: bool = True

@@ -21,12 +21,15 @@ import os
 import re
 import secrets
 import socket
+import ssl
+import stat
 import threading
 from typing import Any
 
 from aiohttp import web
 
 from agentcore_slime.addresses import own_address, url_host
+from agentcore_slime.errors import ConfigError
 
 from .build import CallBuilder, load_prompts, vocab_size
 from .config import ADMIN_SECRET_HEADER, GatewayConfig, check_sampling_params
@@ -69,6 +72,7 @@ class Gateway:
         self.cap: ConnectionCap | None = None
         self._admin_secret = admin_secret or secrets.token_urlsafe(32)
         self._servers: list[asyncio.AbstractServer] = []
+        self._tls: ssl.SSLContext | None = None  # set by start when the config names a certificate
         self._open_files = 0  # the soft open-files limit, once raised
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -89,6 +93,7 @@ class Gateway:
         if not re.match(r"^https?://[^/\s]+", engine_url or ""):
             raise ValueError(f"engine url {engine_url!r} is not http(s)://host:port")
         logging.getLogger(PACKAGE_LOGGER).setLevel(self.config.level)
+        self._tls = tls_context(self.config)
         self._open_files = raise_open_files_limit()
         self.calls = CallBuilder(self.config, *load_prompts(self.config))
         self._loop = asyncio.new_event_loop()
@@ -166,7 +171,15 @@ class Gateway:
         # asyncio accepts up to `backlog` connections in a row, each taking a file before the
         # cap sees it: a small batch keeps a burst of connections within the open-files limit;
         # the kernel's queue stays long (listen() again only resizes it).
-        self._servers.append(await loop.create_server(self.cap.factory, sock=sock, backlog=ACCEPT_BATCH))
+        self._servers.append(
+            await loop.create_server(
+                self.cap.factory,
+                sock=sock,
+                backlog=ACCEPT_BATCH,
+                ssl=self._tls,
+                ssl_handshake_timeout=self.config.client_timeout if self._tls else None,
+            )
+        )
         sock.listen(LISTEN_BACKLOG)
         return int(sock.getsockname()[1])
 
@@ -198,7 +211,7 @@ class Gateway:
                     "(another process, perhaps another user's, holds that port: set GATEWAY_PORT to "
                     "another port, or 0)"
                 ) from None
-        self.url = f"http://{url_host(advertised)}:{port}"
+        self.url = f"{'https' if self._tls else 'http'}://{url_host(advertised)}:{port}"
 
     async def _serve_admin(self, path: str) -> None:
         """Serve the admin routes on a new Unix socket at ``path`` (mode 0600; bind fails on a
@@ -312,6 +325,40 @@ class Gateway:
         """
         evicted = {"connections_closed_to_make_room": self.cap.closed if self.cap is not None else 0}
         return {**self.sessions.stats(deep), **self._gc_watch.take(), **evicted}
+
+
+def tls_context(config: GatewayConfig) -> ssl.SSLContext | None:
+    """The server side of TLS from ``tls_cert`` and ``tls_key`` (None: plain HTTP).
+
+    :raises ConfigError: only one of them is set, the key is another user's or others can read
+        it, or the pair does not load.
+    """
+    cert, key = config.tls_cert, config.tls_key
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        raise ConfigError("GATEWAY_TLS_CERT and GATEWAY_TLS_KEY go together", "set both, or neither")
+    try:
+        info = os.stat(key)
+    except OSError as err:
+        raise ConfigError(
+            f"cannot read GATEWAY_TLS_KEY {key}: {err.strerror}", "name the key's PEM file"
+        ) from None
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise ConfigError(
+            f"GATEWAY_TLS_KEY {key} is not a private file of yours (mode {stat.S_IMODE(info.st_mode):04o}, "
+            f"uid {info.st_uid}): whoever reads it can pose as the gateway",
+            f"chmod 600 {key} (as its owner, the user who runs the training)",
+        )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(
+            f"cannot load GATEWAY_TLS_CERT {cert} with GATEWAY_TLS_KEY {key}: {err}",
+            "both must be PEM: the certificate chain (yours first) and its unencrypted private key",
+        ) from None
+    return context
 
 
 def _serves_127_0_0_1(host: str, port: int) -> bool:

@@ -120,6 +120,8 @@ class ToolkitConfig:
     max_pool_connections: int
     gateway_host: str | None
     gateway_port: int
+    gateway_tls_cert: str | None
+    gateway_tls_key: str | None
     gateway_processes: int
     reward_postprocessing: str
     sglang_tool_call_parser: str | None

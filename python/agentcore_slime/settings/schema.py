@@ -65,7 +65,7 @@ REASONING_PARSERS: dict[str, str] = {
     "qwen3-thinking": "think",
     "deepseek-r1": "think",
     "glm45": "think",
-    "kimi": "think",
+    # (not "kimi": SGLang's reads Kimi-VL's ◁think▷ markers; Kimi-K2 is kimi_k2)
     "kimi_k2": "think",
     "deepseek-v3": "think",
     # SGLang reads MiniMax-M2's text as reasoning up to </think> even without <think>; the
@@ -300,6 +300,23 @@ KEYS: tuple[Key, ...] = (
         maximum=65535,
         rollout=True,
         gateway="port",
+    ),
+    Key(
+        "GATEWAY_TLS_CERT",
+        Kind.PATH,
+        None,
+        "serve the gateway over HTTPS with this certificate chain (PEM, with GATEWAY_TLS_KEY; "
+        "unset = plain HTTP): agents must trust it (docs/launcher.md, 'Operating the gateway')",
+        rollout=True,
+        gateway="tls_cert",
+    ),
+    Key(
+        "GATEWAY_TLS_KEY",
+        Kind.PATH,
+        None,
+        "GATEWAY_TLS_CERT's private key (PEM; a file of yours that only you can read)",
+        rollout=True,
+        gateway="tls_key",
     ),
     Key(
         "GATEWAY_PROCESSES",

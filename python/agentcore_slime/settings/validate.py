@@ -390,6 +390,20 @@ def check_ray_tls_files_set(values: dict[str, Value]) -> None:
         )
 
 
+def check_gateway_tls_pair(values: dict[str, Value]) -> None:
+    """GATEWAY_TLS_CERT and GATEWAY_TLS_KEY go together (the gateway serves HTTPS with both).
+
+    :param values: the converted settings.
+    """
+    cert, key = values.get("GATEWAY_TLS_CERT"), values.get("GATEWAY_TLS_KEY")
+    if (cert is None) != (key is None):
+        missing = "GATEWAY_TLS_KEY" if key is None else "GATEWAY_TLS_CERT"
+        raise ConfigError(
+            f"{'GATEWAY_TLS_CERT' if key is None else 'GATEWAY_TLS_KEY'} is set without {missing}",
+            "set both (the certificate chain and its private key, PEM), or neither for plain HTTP",
+        )
+
+
 #: checks that relate keys to each other, run once every value converted
 #: Ray's default worker ports (`ray start --min-worker-port/--max-worker-port`): a Ray port
 #: inside them collides with a worker's port, and `ray start` fails with a traceback
@@ -445,6 +459,7 @@ _CONSTRAINTS: tuple[Callable[[dict[str, Value]], None], ...] = (
     _check_model_type,
     _check_over_sampling,
     check_ray_tls_files_set,
+    check_gateway_tls_pair,
     _check_ray_ports,
     _check_gateway_ports,
     _check_unexpanded,

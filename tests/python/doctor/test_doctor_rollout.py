@@ -134,6 +134,10 @@ def test_a_gateway_on_every_interface_is_a_warning_that_says_what_reaches_it(
         result = check_gateway_exposure(make_context(**settings))
         assert result.status is Status.WARN, host
         assert "serves every interface of this node" in result.found and "ports 9090-9091" in result.found
-        assert "security group or firewall rule" in result.fix and "TLS" in result.fix
+        assert "security group or firewall rule" in result.fix and "GATEWAY_TLS_CERT" in result.fix
+        assert "in plain HTTP" in result.found
+    tls = check_gateway_exposure(make_context(GATEWAY_TLS_CERT="/c.pem", GATEWAY_TLS_KEY="/k.pem"))
+    assert tls.status is Status.WARN and "in HTTPS" in tls.found
+    assert "session id in every URL" not in tls.found
     named = check_gateway_exposure(make_context(GATEWAY_HOST="10.0.0.5", GATEWAY_PORT="9090"))
     assert named.status is Status.PASS and "GATEWAY_HOST=10.0.0.5" in named.found

@@ -58,6 +58,8 @@ NON_DEFAULT_TEXT = {
     "BUDGET_USD": "1000",
     "MAX_CALLS_PER_EPISODE": "12",
     "MAX_TOKENS_PER_EPISODE": "5000",
+    "GATEWAY_TLS_CERT": "/etc/gateway/cert.pem",
+    "GATEWAY_TLS_KEY": "/etc/gateway/key.pem",
 }
 
 

@@ -131,6 +131,15 @@ def test_every_gateway_process_gets_a_port(tmp_path: Path) -> None:
     assert _resolve(tmp_path, overrides={"GATEWAY_PORT": "0", "GATEWAY_PROCESSES": "64"})["GATEWAY_PORT"] == 0
 
 
+def test_the_gateways_tls_certificate_and_key_go_together(tmp_path: Path) -> None:
+    """Issue 43: HTTPS needs both; one alone is refused before anything starts."""
+    for key in ("GATEWAY_TLS_CERT", "GATEWAY_TLS_KEY"):
+        with pytest.raises(ConfigError, match=f"{key} is set without"):
+            _resolve(tmp_path, overrides={key: str(tmp_path / "x.pem")})
+    both = {"GATEWAY_TLS_CERT": str(tmp_path / "c.pem"), "GATEWAY_TLS_KEY": str(tmp_path / "k.pem")}
+    assert _resolve(tmp_path, overrides=both)["GATEWAY_TLS_KEY"] == str(tmp_path / "k.pem")
+
+
 def test_every_error_says_how_to_fix_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         _resolve(tmp_path, "NUMGPUS=4\n")
