@@ -1,6 +1,7 @@
 """Read tool calls with SGLang 0.5.13's own server code; run by the .venv-sglang python.
 
-Reads a JSON list of cases ``{"parser", "text", "tools"}`` on stdin and prints
+Reads a JSON list of cases ``{"parser", "text", "tools"}`` (or ``{"reasoning", "text"}``: what
+SGLang's reasoning parser of that name splits off) on stdin and prints
 ``{"version", "parsers", "results"}``: per case what SGLang's chat server puts in the reply for that text,
 ``{"content", "calls": [[name, arguments], ...]}``, from SGLang's own ``FunctionCallParser``
 and its detector of that name.
@@ -41,6 +42,14 @@ def _serve(case: dict[str, Any]) -> dict[str, Any]:
     return {"content": text, "calls": [[c.name, c.parameters] for c in calls]}
 
 
+def _reason(case: dict[str, Any]) -> dict[str, Any]:
+    """What SGLang's ``ReasoningParser`` of that name splits off a whole text (``parse_non_stream``)."""
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    reasoning, normal = ReasoningParser(case["reasoning"]).parse_non_stream(case["text"])
+    return {"reasoning": reasoning, "content": normal}
+
+
 def main() -> int:
     sys.meta_path.insert(0, _TorchvisionStandIn())
     import logging
@@ -50,7 +59,7 @@ def main() -> int:
     logging.disable(logging.CRITICAL)  # the detectors log every malformed call
     from sglang.srt.function_call.function_call_parser import FunctionCallParser
 
-    results = [_serve(case) for case in json.load(sys.stdin)]
+    results = [_reason(case) if "reasoning" in case else _serve(case) for case in json.load(sys.stdin)]
     names = sorted(FunctionCallParser.ToolCallParserEnum)
     print(
         json.dumps(
