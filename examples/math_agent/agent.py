@@ -3,7 +3,8 @@
 # Usage: agent.py [--host HOST] [--port PORT] [--s3-bucket BUCKET]
 #
 #   --host HOST         address to listen on (default: 0.0.0.0 in a container, else 127.0.0.1)
-#   --port PORT         port to listen on (default: 8080, the port ACR calls)
+#   --port PORT         port to listen on (default: 8080, the port ACR calls; 0: a free one, named
+#                       on stderr as `agent.py: listening on port N`)
 #   --s3-bucket BUCKET  check at start-up that this bucket (the env file's S3_BUCKET) is
 #                       reachable with the agent's credentials (default: $AGENT_S3_BUCKET;
 #                       unset = only check that AWS credentials exist)
