@@ -87,6 +87,19 @@ def test_turns_with_unreadable_tool_calls_are_counted_and_shown() -> None:
     assert again.calls[0].tool_call_errors == ["unknown tool 'x'", "cut off"]
 
 
+def test_side_calls_and_dropped_hosted_tools_are_counted_and_shown() -> None:
+    records = step_records(2)
+    first = records[0].calls[0]
+    title = replace(first, side_call="output_config.format without tools", hosted_tools=["web_search"])
+    marked = [replace(records[0], calls=[title, first]), *records[1:]]
+    metrics = step_metrics("train", 2, marked, 1.0, wall_time=0)
+    assert metrics["gateway"]["side_calls"] == 1 and metrics["gateway"]["hosted_tools_dropped"] == 1
+    assert "| side calls 1 |" in progress_line(metrics, 10, 1.0, 1)
+    assert "side calls" not in progress_line(step_metrics("train", 2, records, 1.0, wall_time=0), 10, 1.0, 1)
+    again = EpisodeRecord.from_json(json.loads(json.dumps(marked[0].to_json())))
+    assert again.calls[0].side_call == title.side_call and again.calls[0].hosted_tools == ["web_search"]
+
+
 def test_selection_keeps_the_first_n_and_every_failed_episode() -> None:
     records = step_records(0) + [agent_failure(0)]
     chosen = select_for_browser(records, first=1)
