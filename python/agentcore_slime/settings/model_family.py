@@ -341,6 +341,7 @@ class Fit:
     chosen: dict[str, str] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    renderer_splits: bool = False  # a renderers family (not the chat template) splits the reasoning
 
     def describe(self) -> str:
         """The family, its evidence and the parsers, in one line (bin/doctor, the rehearsal)."""
@@ -383,6 +384,15 @@ def _misfit(fit: Fit, setting: str, value: str, fitting: tuple[str, ...]) -> Pro
     )
 
 
+def _unreadable_fix(family: Family, setting: str) -> str:
+    if setting == TOOL_SETTING and family.renderer_families:
+        return (
+            f"set {setting}=none: the {family.renderer_families[0]} renderer (RENDERER_FAMILY=auto) then "
+            "reads the calls with its own parser, which no test compares with SGLang's"
+        )
+    return f"set {setting}=none to train without it (the agent then gets the model's raw text)"
+
+
 def _choose(
     fit: Fit, setting: str, value: str | None, fitting: tuple[str, ...], known: dict[str, Any]
 ) -> str | None:
@@ -396,6 +406,8 @@ def _choose(
         return value
     if family is None or not fitting:
         return None
+    if fitting[0] not in known and setting == REASONING_SETTING and fit.renderer_splits:
+        return None  # the family's renderer splits its reasoning itself; the name is not used
     if fitting[0] not in known:
         fit.problems.append(
             Problem(
@@ -403,8 +415,7 @@ def _choose(
                 f"MODEL_DIR is {family.name} ({fit.evidence}), whose {_READS[setting]} SGLang reads with "
                 f"{setting}={fitting[0]}, which the gateway cannot read yet"
                 + (f": {family.why_not}" if family.why_not and setting == TOOL_SETTING else ""),
-                f"set {setting}=none to train without it (the agent then gets the model's raw text), "
-                "or use a model of a family docs/gateway.md lists",
+                _unreadable_fix(family, setting),
                 unreadable=True,
             )
         )
@@ -432,6 +443,7 @@ def fit_model(
     tools = family.tool_call_parsers if family else ()
     reasoning = family.reasoning_parsers if family else ()
     fit.tool_call_parser = _choose(fit, TOOL_SETTING, tool_call_parser, tools, TOOL_CALL_PARSERS)
+    fit.renderer_splits = bool(family and family.renderer_families) and renderer_family != CHAT_TEMPLATE
     fit.reasoning_parser = _choose(fit, REASONING_SETTING, reasoning_parser, reasoning, REASONING_PARSERS)
     renderers = family.renderer_families if family else ()
     if family is not None and renderer_family not in (None, AUTO, CHAT_TEMPLATE, *renderers):
