@@ -20,10 +20,8 @@ try:
     result["family"], result["reason"] = choice.family, choice.reason
     if choice.family != CHAT_TEMPLATE_FAMILY:
         result["bridge"] = "the renderer's bridge_to_next_turn"
-    else:
-        close = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if isinstance(close, int) and close != tokenizer.unk_token_id:
-            result["bridge"] = "the ChatML bridge (<|im_end|>)"
+    else:  # CUMULATIVE_BRIDGE=template bridges ChatML templates only
+        result["bridge"] = "the chat template's rendering of the new messages (the default bridge)"
 except BaseException as exc:  # noqa: BLE001 - report, do not crash
     result["error"] = f"{type(exc).__name__}: {exc}"[:300]
 print()

@@ -22,10 +22,10 @@ _AGENT_SIDE = "no setting changes it: the agent's own history handling (each tim
 #: fork reason (gateway/trace.py) -> (its likely cause, what fixes it)
 FORK_HINTS: dict[str, tuple[str, str]] = {
     "reasoning dropped": (
-        "the history the agent sends back lacks the model's reasoning, and the call was re-rendered",
-        "unset CUMULATIVE_TOKEN_MODE=false (the default, true, extends the sampled tokens); "
-        "with RENDERER_FAMILY=qwen3 the renderer re-renders at each user turn: "
-        "RENDERER_FAMILY=default bridges them",
+        "the history lacks the model's reasoning (the agent or the chat template dropped it), and the "
+        "call was re-rendered",
+        "unset CUMULATIVE_TOKEN_MODE=false and CUMULATIVE_BRIDGE=template (the defaults, true and "
+        "new-messages, extend the sampled tokens with the new messages' own render)",
     ),
     "re-tokenized": (
         "the chat template renders the model's reply to other tokens than it sampled",

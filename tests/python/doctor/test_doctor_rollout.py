@@ -27,7 +27,7 @@ def test_a_chat_template_model_resolves_and_can_bridge(make_context: MakeContext
     result = check_renderer(make_context(MODEL_DIR=str(toy_model), CUMULATIVE_TOKEN_MODE="true"))
     assert result.status is Status.PASS, result.line()
     assert result.found.startswith("family default (")
-    assert "cumulative mode bridges with the ChatML bridge" in result.found
+    assert "cumulative mode bridges with the chat template's rendering of the new messages" in result.found
 
 
 def test_a_model_without_a_chat_template_fails_for_the_template_family(make_context: MakeContext) -> None:
