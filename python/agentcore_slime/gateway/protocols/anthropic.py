@@ -80,8 +80,7 @@ def system_text(system: Any, where: str = "system") -> str | None:
         return without_billing_header(system)
     blocks = expect(system, list, where, "a string or a list of text blocks")
     texts = [without_billing_header(_text_block(block, f"{where}[{i}]")) for i, block in enumerate(blocks)]
-    kept = [text for text in texts if text]
-    return SYSTEM_SEPARATOR.join(kept) if kept or not texts else ""
+    return SYSTEM_SEPARATOR.join(text for text in texts if text)
 
 
 def _text_block(block: Any, where: str) -> str:
