@@ -197,3 +197,15 @@ def test_reasoning_echoed_back_reaches_the_prompt() -> None:
     assert [i["type"] for i in codex["input"][-3:]] == ["reasoning", "function_call", "function_call_output"]
     assistant = [m for m in RESPONSES.parse(dump_json(codex)).messages if m["role"] == "assistant"][-1]
     assert assistant["reasoning_content"] == "I should run it." and assistant["tool_calls"]
+
+
+def test_codex_context_compaction_continues_the_main_conversation() -> None:
+    """Codex's compaction call offers no tools but continues the main conversation (same opening,
+    its history, then the compaction prompt): its summary is what the episode goes on from, so it
+    stays main (a fork), not a side call."""
+    calls = recorded("codex-0.171.0-compaction.json")
+    first, compaction, after = (RESPONSES.parse(dump_json(c["body"])) for c in calls)
+    assert compaction.tools is None and "CONTEXT CHECKPOINT COMPACTION" in compaction.messages[-1]["content"]
+    chain = _chain(first)
+    assert side_call(compaction, normalize_messages(compaction.messages), chain) == ""
+    assert side_call(after, normalize_messages(after.messages), chain) == ""
