@@ -1,5 +1,6 @@
-"""The tool-call formats of Kimi-K2, MiniMax-M2, DeepSeek-V3.1 and Llama 3, read as SGLang 0.5.13's
-detectors of the same names (``kimi_k2``, ``minimax-m2``, ``deepseekv31``, ``llama3``) read them.
+"""The tool-call formats of Kimi-K2, MiniMax-M2, DeepSeek-V3.1, Llama 3 and MiMo, read as SGLang
+0.5.13's detectors of the same names (``kimi_k2``, ``minimax-m2``, ``deepseekv31``, ``llama3``,
+``mimo``) read them.
 
 Each parser is written here from the format its model writes and from what SGLang's server then
 returns for it; tests/python/gateway/test_tool_calls_sglang.py compares them with SGLang's own
@@ -11,6 +12,7 @@ turn flagged (:attr:`Found.errors`).
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 from typing import Any
@@ -304,4 +306,93 @@ def llama3(text: str, tools: Tools) -> Found:
         found.errors.append("a tool call is not valid JSON")
     if values:
         json_calls(values, tools, found)
+    return found
+
+
+# --------------------------------------------------------------------------- MiMo
+_MIMO_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_MIMO_FUNCTION = re.compile(r"<function=([^>]+)>(.*?)</function>", re.DOTALL)
+_MIMO_PARAMETER = re.compile(r"<parameter=([^>]+)>(.*?)</parameter>", re.DOTALL)
+_MIMO_TEXT = ("string", "str", "text", "varchar", "char", "enum")
+_MIMO_INT = ("int", "integer", "uint", "long", "short", "unsigned")
+
+
+def _mimo_kind(name: str, key: str, tools: Tools) -> Any:
+    """The ``type`` of a parameter in the first tool called ``name`` that has it ("string" else)."""
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == name:
+            params = function.get("parameters")
+            properties = params.get("properties", {}) if isinstance(params, dict) else None
+            if not isinstance(properties, dict):
+                raise Unparseable(f"the parameters of {name!r} cannot be read")  # SGLang fails there
+            if key in properties:
+                spec = properties[key]
+                return spec.get("type", "string") if isinstance(spec, dict) else None
+    return "string"
+
+
+def _mimo_value(raw: str, name: str, key: str, tools: Tools) -> Any:
+    """A ``<parameter>`` value, HTML entities decoded, typed by its schema type."""
+    value = html.unescape(raw)
+    if value.lower() == "null":
+        return None
+    kind = _mimo_kind(name, key, tools)
+    if not isinstance(kind, str):
+        raise Unparseable("a parameter's schema type is not a string")  # SGLang's lookup fails
+    if kind in _MIMO_TEXT:
+        return value
+    if kind.startswith(_MIMO_INT):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    if kind.startswith(("num", "float")):
+        try:
+            number = float(value)
+            return number if number - int(number) != 0 else int(number)
+        except OverflowError:
+            raise Unparseable(f"a parameter value {value!r} is not a finite number") from None
+        except ValueError:
+            return value
+    if kind in ("boolean", "bool", "binary"):
+        return value.lower() == "true"
+    if kind in ("object", "array", "arr") or kind.startswith(("dict", "list")):
+        try:
+            return json.loads(value)
+        except ValueError:
+            pass
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError):
+        return value
+
+
+def mimo(text: str, tools: Tools) -> Found:
+    """``<tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>``: values
+    kept as written (newlines too), HTML entities decoded, typed by the schema; a call to a tool
+    not offered stays in the text."""
+    start = text.find("<tool_call>")
+    kept, last = [text[:start]], start
+    offered = schemas(tools)
+    found = Found("")
+    blocks = list(_MIMO_BLOCK.finditer(text))
+    for block in blocks:
+        function = _MIMO_FUNCTION.search(block.group(1))
+        if function is None:
+            found.errors.append("a tool call without <function=NAME>...</function>")
+        else:
+            name = function.group(1).strip()
+            if name not in offered:
+                found.errors.append(f"unknown tool {name!r}")
+                kept.append(text[last : block.end()])
+            else:
+                arguments = {
+                    key.strip(): _mimo_value(raw, name, key.strip(), tools)
+                    for key, raw in _MIMO_PARAMETER.findall(function.group(2))
+                }
+                json_calls({"name": name, "parameters": arguments}, tools, found)
+        last = block.end()
+    found.normal = "".join(kept)
+    found.errors += unclosed(text, "<tool_call>", len(blocks))
     return found

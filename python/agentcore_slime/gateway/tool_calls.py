@@ -327,6 +327,7 @@ FORMATS: dict[str, Format] = {
     "kimi_k2": Format("<|tool_calls_section_begin|>", "<|tool_call_begin|>", formats.kimi_k2),
     "minimax-m2": Format("<minimax:tool_call>", "<invoke name=", formats.minimax_m2),
     "llama3": Format("<|python_tag|>", "<|python_tag|>", formats.llama3, formats.llama3_detects),
+    "mimo": Format("<tool_call>", "<function=", formats.mimo),
 }
 
 

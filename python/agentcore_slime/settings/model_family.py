@@ -191,7 +191,6 @@ FAMILIES: tuple[Family, ...] = (
         ("mimo",),
         (),
         _either(_types("mimo_v2_flash"), _both(_types("mimo"), _template("<function="))),
-        "its <function=NAME><parameter=K> calls are typed and unescaped as only the mimo detector does",
     ),
     # MiMo-7B (slime's mimo-7B-rl): Qwen2's tokenizer, calls as Hermes JSON in <tool_call>
     Family("MiMo-7B", ("hermes", "qwen25", "qwen"), ("qwen3",), (), _types("mimo")),

@@ -58,6 +58,7 @@ TOOL_CALL_PARSERS: dict[str, str | None] = {
     "minimax-m2": None,  # MiniMax-M2: <minimax:tool_call><invoke name=".."><parameter name="..">
     "deepseekv31": None,  # DeepSeek-V3.1: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}
     "llama3": None,  # Llama 3.x: <|python_tag|>{"name": .., "parameters": ..}
+    "mimo": None,  # MiMo-V2: <tool_call><function=NAME><parameter=K>V</parameter> (values unescaped)
 }
 #: SGLang ``--reasoning-parser`` names the gateway can parse too -> ``renderers`` reasoning parser
 REASONING_PARSERS: dict[str, str] = {
@@ -68,6 +69,7 @@ REASONING_PARSERS: dict[str, str] = {
     # (not "kimi": SGLang's reads Kimi-VL's ◁think▷ markers; Kimi-K2 is kimi_k2)
     "kimi_k2": "think",
     "deepseek-v3": "think",
+    "mimo": "think",
     # SGLang reads MiniMax-M2's text as reasoning up to </think> even without <think>; the
     # minimax-m2 renderers family (RENDERER_FAMILY=auto) splits it itself
     "minimax": "think",

@@ -96,6 +96,11 @@ def _deepseek31_calls(*calls: tuple[str, str]) -> str:
     return f"<｜tool▁calls▁begin｜>{inner}<｜tool▁calls▁end｜>"
 
 
+def _mimo_call(name: str, args: dict[str, str]) -> str:
+    params = "".join(f"<parameter={k}>{v}</parameter>\n" for k, v in args.items())
+    return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+
 def _llama_call(name: str, args: dict[str, Any], key: str = "parameters") -> str:
     return json.dumps({"name": name, key: args}, ensure_ascii=False)
 
@@ -215,6 +220,14 @@ VALID: dict[str, dict[str, str]] = {
         + _llama_call("search", {"q": "x"}, "arguments")
         + " Done.",
     },
+    "mimo": {
+        "string": _mimo_call("search", {"q": "cats"}),
+        "mixed": _mimo_call("search", MIXED_TEXT),
+        "two calls": _mimo_call("search", {"q": "a"}) + "\n" + _mimo_call("calculator", {"expression": "1"}),
+        "text then call": "Let me look that up.\n" + _mimo_call("search", {"q": "cats", "limit": "3"}),
+        "entities and newlines kept": _mimo_call("calculator", {"expression": "\n1 &lt; 2 &amp;&amp; 3\n"}),
+        "a Python literal and nan": _mimo_call("search", {"filters": "{'lang': 'en'}", "score": "nan"}),
+    },
 }
 VALID["qwen"] = VALID["qwen25"]
 VALID["glm"] = VALID["glm45"]
@@ -298,6 +311,13 @@ MALFORMED: dict[str, dict[str, str]] = {
         "one good, one bad": "<|python_tag|>"
         + _llama_call("search", {"q": "a"})
         + '; {"name": "calculator", oops}',
+    },
+    "mimo": {
+        "unknown tool": "Sure.\n" + _mimo_call("browse", {"url": "x"}) + _mimo_call("search", {"q": "a"}),
+        "a mention": "I would use <tool_call> syntax normally.",
+        "no function": "<tool_call>\n<parameter=q>cats</parameter>\n</tool_call>",
+        "cut off": "<tool_call>\n<function=search>\n<parameter=q>ca",
+        "an infinite number": _mimo_call("search", {"q": "a", "score": "inf"}),
     },
 }
 MALFORMED["qwen"] = MALFORMED["qwen25"]

@@ -105,10 +105,10 @@ CHOSEN: dict[str, tuple[str | None, str | None]] = {
     "Llama 3": ("llama3", None),
     "DeepSeek-V3.1": ("deepseekv31", "deepseek-v3"),
     "MiMo": ("hermes", "qwen3"),
+    "MiMo-V2": ("mimo", "mimo"),
 }
 #: families whose tool-call format the gateway cannot read yet: auto is refused, with the name
 REFUSED: dict[str, str] = {
-    "MiMo-V2": "mimo",
     "gpt-oss": "gpt-oss",
     "Gemma 4": "gemma4",
 }
