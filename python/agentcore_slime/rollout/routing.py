@@ -35,6 +35,8 @@ from agentcore_slime.rollout.samples import ShimRecord
 
 #: slime's dtype of routed experts (``decode_int32_meta_array``: ``torch.int32``)
 DTYPE = np.int32
+#: spot checks of the prefix a call's rows start after (constant cost per call)
+PROBES = 16
 
 
 @dataclass(frozen=True)
@@ -88,23 +90,43 @@ class _Held:
 
     def add(self, trace: CallTrace) -> None:
         start, data, size = trace.routed_experts_start, trace.routed_experts, self.layout.row_bytes
-        positions = len(trace.prompt_token_ids) + len(trace.completion_token_ids) - 1
-        held = self._shared(trace.prompt_token_ids, self.count)
+        prompt = trace.prompt_token_ids
+        positions = len(prompt) + len(trace.completion_token_ids) - 1
         if start is None:
             self.problem = "the gateway did not ask the engine for routed experts"
         elif data is None:
             self.problem = trace.routed_experts_problem or "the engine returned no routed experts"
-        elif start > held:
+        elif start > self.count or not self._probed(prompt, start):
+            held = self._shared(prompt, self.count)
             self.problem = f"the call's rows start at {start}, past the {held} held for its prompt"
         elif len(data) % size or start + len(data) // size != positions:
             self.problem = f"{len(data)} bytes of rows from {start}: not the rows of {positions} positions"
         else:
             del self.rows[start * size :]
             self.rows += data
-            held, self.problem = positions, ""
-        del self.rows[held * size :]
-        self.count = held
+            self._advance(trace, positions, "")
+            return
+        self._advance(trace, self._shared(prompt, self.count), self.problem)
+
+    def _advance(self, trace: CallTrace, held: int, problem: str) -> None:
+        """After a call: the rows of its first ``held`` positions are held."""
+        del self.rows[held * self.layout.row_bytes :]
+        self.count, self.problem = held, problem
         self.prompt, self.completion = trace.prompt_token_ids, trace.completion_token_ids
+
+    def _probed(self, prompt: list[int], n: int) -> bool:
+        """Whether the first ``n`` ids of ``prompt`` are the last call's, checked at its last one and
+        :data:`PROBES` spread over the rest (the gateway compared them all when it chose the call's
+        start, so the cost per call stays constant; the merge's spot checks do the same)."""
+        if n == 0:
+            return True
+        step = max(1, n // PROBES)
+        return all(self._same_at(prompt, i) for i in (*range(0, n, step), n - 1))
+
+    def _same_at(self, prompt: list[int], i: int) -> bool:
+        before = len(self.prompt)
+        previous = self.prompt[i] if i < before else self.completion[i - before]
+        return prompt[i] == previous
 
     def _shared(self, prompt: list[int], limit: int) -> int:
         """How many of the first ``limit`` ids of ``prompt`` equal the last call's prompt +
@@ -149,7 +171,7 @@ def attach_routing(traces: Sequence[CallTrace], samples: list[Any], layout: Rout
     ends = {ShimRecord.of(sample).calls[-1]: sample for sample in samples if ShimRecord.of(sample).calls}
     if len(ends) != len(samples):
         return "a sample does not name the calls it was built from"
-    held = _Held(layout)
+    held, found = _Held(layout), []
     for index, trace in enumerate(traces):
         held.add(trace)
         sample = ends.get(index)
@@ -158,6 +180,8 @@ def attach_routing(traces: Sequence[CallTrace], samples: list[Any], layout: Rout
         rows = held.array(len(sample.tokens) - 1)
         if isinstance(rows, str):
             return f"call {index + 1} of {len(traces)}: {rows}"
+        found.append((sample, rows))
+    for sample, rows in found:  # all or none
         sample.rollout_routed_experts = rows
     return None
 

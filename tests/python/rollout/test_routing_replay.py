@@ -202,6 +202,7 @@ def test_a_call_without_rows_is_recovered_by_a_later_call_that_asks_again() -> N
     [
         (_traced([1, 2, 3, 4, 5, 6], [7], 4, None), "the engine returned no routed experts"),
         (_engine_call([1, 2, 3, 4, 5, 6], [7], 5), "start at 5, past the 4 held"),  # a gap
+        (_engine_call([1, 9, 3, 4, 5, 6], [7], 4), "start at 4, past the 1 held"),  # other tokens
         (_traced([1, 2, 3, 4, 5, 6], [7], 4, b"\x00" * 8), "not the rows of 6 positions"),
         (_traced([1, 2, 3, 4, 5, 6], [7], None, None), "did not ask"),
     ],
