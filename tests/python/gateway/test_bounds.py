@@ -639,9 +639,9 @@ def test_half_sent_requests_do_not_starve_a_legitimate_call(
 
 @pytest.mark.parametrize("host", ["127.0.0.2", "localhost"])
 def test_a_loopback_host_other_than_127_0_0_1_is_served_there_too(make_stand, host: str) -> None:
-    """The admin routes (and local tools) use http://127.0.0.1:PORT: a gateway bound to another
-    loopback address or name (Debian's host name is 127.0.1.1; localhost may be ::1) listens
-    there as well."""
+    """Local tools use http://127.0.0.1:PORT: a gateway bound to another loopback address or
+    name (Debian's host name is 127.0.1.1; localhost may be ::1) listens there as well (and
+    refuses to start when another process holds that port there: test_admin_channel.py)."""
     stand = make_stand(host=host)
     stand.script.replies += ["on 127.0.0.1"]
     port = httpx.URL(stand.gateway.url).port
