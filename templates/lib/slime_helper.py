@@ -20,9 +20,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.metadata
+import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 #: the options whose presence decides a flag of STACK_ARGS (templates/lib/slime.sh)
 OPTIONS_ASKED = {
@@ -87,7 +88,7 @@ def main(argv: list[str]) -> int:
         print("usage: python3 slime_helper.py SLIME_DIR")
         return 2
     try:
-        with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings():
+        with _stdout_to_stderr(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             lines = answer(argv[0])
     except StackUnreadable as exc:
@@ -95,6 +96,22 @@ def main(argv: list[str]) -> int:
         return 1
     print("\n".join(lines))
     return 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """What the imports write to stdout, Python's print and C's write(1, ...) alike, goes to
+    stderr: stdout carries only the answer."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 if __name__ == "__main__":
