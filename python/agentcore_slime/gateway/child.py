@@ -87,9 +87,13 @@ _QUIET.origins.add(ADMIN_ORIGIN + "/")
 def private_socket_dir() -> str:
     """A new directory for admin sockets that only this user can reach: ``mkdtemp`` makes it
     with a random name and mode 0700 (in ``TMPDIR``, or ``/tmp`` when a socket path there would
-    be too long). The caller removes it (:func:`remove_socket_dir`)."""
+    be too long or others could rename entries of ``TMPDIR``: it is neither sticky nor closed
+    to them). The caller removes it (:func:`remove_socket_dir`)."""
     parent = tempfile.gettempdir()
     if len(os.path.join(parent, "agentcore-gateway-XXXXXXXX", "admin-999.sock")) >= SOCKET_PATH_MAX:
+        parent = "/tmp"
+    mode = os.stat(parent).st_mode
+    if mode & 0o022 and not mode & stat.S_ISVTX:  # others could rename the directory away
         parent = "/tmp"
     return tempfile.mkdtemp(prefix="agentcore-gateway-", dir=parent)
 
