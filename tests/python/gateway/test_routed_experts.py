@@ -231,3 +231,27 @@ def test_a_start_outside_the_prompt_is_refused_as_sglang_does(start: int, tokeni
     with FakeSGLang(text_policy(tokenizer, lambda p: "x"), routed_experts=SHAPE) as engine:
         body = {"input_ids": [1, 2, 3], "return_routed_experts": True, "routed_experts_start_len": start}
         assert httpx.post(f"{engine.url}/generate", json=body, timeout=30).status_code == 400
+
+
+def test_an_undone_call_gives_its_rows_back_to_the_next_start() -> None:
+    """A reply that could not be delivered is undone: the session holds the rows it held before."""
+    from array import array
+
+    from agentcore_slime.gateway.store import SessionTraces
+    from agentcore_slime.gateway.trace import CallTrace
+
+    def trace(prompt: list[int], completion: list[int], start: int) -> CallTrace:
+        rows = b"\0" * 4 * (len(prompt) + len(completion) - 1 - start)
+        return CallTrace(prompt, completion, [-0.1] * len(completion), "stop", routed_experts_start=start,
+                         routed_experts=rows)  # fmt: skip
+
+    store = SessionTraces()
+    store.append(trace([1, 2, 3], [4, 5], 0))
+    nxt = array("i", [1, 2, 3, 4, 5, 6])
+    assert store.routed_experts_start(nxt) == 4  # every position but the last sampled one
+    store.append(trace([1, 2, 3, 4, 5, 6], [7], 4))
+    assert store.routed_experts_start(array("i", [1, 2, 3, 4, 5, 6, 7, 8])) == 6
+    store.pop_last()
+    assert store.routed_experts_start(nxt) == 4
+    store.append(CallTrace([1, 2, 3, 4, 5, 6], [7], [-0.1], "stop", routed_experts_start=4))  # no rows
+    assert store.routed_experts_start(array("i", [1, 2, 3, 4, 5, 6, 7, 8])) == 4  # only what was held
