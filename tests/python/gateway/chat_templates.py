@@ -31,10 +31,11 @@ Provenance (read with the session's fetch/read tools on 2026-11-29, never at tes
   default system message when the first is not one, every message closed by ``<|im_end|>``,
   tool results as ``<|im_system|>tool`` messages, later system messages in place.
 - GLM-4.5 and GLM-4.7 (:data:`GLM45_TEMPLATE`, :data:`GLM47_TEMPLATE`): transcribed (the copies
-  found were edited by their hosts); rules from zai-org's templates as quoted by PrimeIntellect's
-  ``renderers`` (``glm45.py``, which states token-for-token parity with them) and two verbatim
-  quotes in public code (``((clear_thinking is defined and not clear_thinking) or loop.index0 >
-  ns.last_user_index) and reasoning_content``): reasoning kept only after the last user turn,
+  found were edited by their hosts); rules from zai-org's templates as PrimeIntellect's
+  ``renderers`` mirrors them (``glm45.py``: "hard-coded Python mirroring the GLM-4.5 Jinja chat
+  template"; its GLM-5 renderer for 4.7's compact form) and two verbatim quotes in public code
+  (``((clear_thinking is defined and not clear_thinking) or loop.index0 > ns.last_user_index)
+  and reasoning_content``): reasoning kept only after the last user turn,
   an empty ``<think></think>`` (4.5) or ``</think>`` (4.7) otherwise; no closing token (the next
   role token ends a reply: the model samples ``<|user|>`` or ``<|observation|>`` as its stop);
   tool results as one ``<|observation|>`` block of ``<tool_response>``s; system messages in place.
@@ -90,8 +91,9 @@ GLM45_TEMPLATE = (
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
 )
 
-# GLM-4.7 (transcribed): the 4.5 rules, compact (no newlines around the blocks), ``</think>`` for
-# a turn without kept reasoning, ``clear_thinking=false`` keeps all, the prompt opens ``<think>``.
+# GLM-4.7 (transcribed): the 4.5 rules, compact (no newlines around the blocks and tool results),
+# ``</think>`` for a turn without kept reasoning, ``clear_thinking=false`` keeps all, the prompt
+# opens ``<think>``.
 GLM47_TEMPLATE = (
     GLM45_TEMPLATE.replace("<|user|>\n", "<|user|>")
     .replace("<|system|>\n{{ m.content }}", "<|system|>{{ m.content }}")
@@ -103,6 +105,10 @@ GLM47_TEMPLATE = (
     .replace("'\\n<think>' + reasoning_content", "'<think>' + reasoning_content")
     .replace("{{ '\\n<think></think>' }}", "{{ '</think>' }}")
     .replace("{{ '\\n' + content.strip() }}", "{{ content.strip() }}")
+    .replace(
+        "'\\n<tool_response>\\n' + m.content + '\\n</tool_response>'",
+        "'<tool_response>' + m.content + '</tool_response>'",
+    )
     .replace("<|assistant|>{%- endif -%}", "<|assistant|><think>{%- endif -%}")
 )
 
