@@ -1,6 +1,6 @@
-"""The tool-call formats of Kimi-K2, MiniMax-M2, DeepSeek-V3.1, Llama 3 and MiMo, read as SGLang
-0.5.13's detectors of the same names (``kimi_k2``, ``minimax-m2``, ``deepseekv31``, ``llama3``,
-``mimo``) read them.
+"""The tool-call formats of Kimi-K2, MiniMax-M2, DeepSeek-V3.1, Llama 3, MiMo and Gemma 4, read as
+SGLang 0.5.13's detectors of the same names (``kimi_k2``, ``minimax-m2``, ``deepseekv31``,
+``llama3``, ``mimo``, ``gemma4``) read them.
 
 Each parser is written here from the format its model writes and from what SGLang's server then
 returns for it; tests/python/gateway/test_tool_calls_sglang.py compares them with SGLang's own
@@ -395,4 +395,137 @@ def mimo(text: str, tools: Tools) -> Found:
         last = block.end()
     found.normal = "".join(kept)
     found.errors += unclosed(text, "<tool_call>", len(blocks))
+    return found
+
+
+# --------------------------------------------------------------------------- Gemma 4
+_GEMMA_START, _GEMMA_END, _QUOTE = "<|tool_call>", "<tool_call|>", '<|"|>'
+_GEMMA_SPACE = (" ", "\n", "\t")
+
+
+def _after_quote(text: str, i: int) -> int:
+    """The index after the quoted string opening at ``i`` (the text's end when never closed)."""
+    close = text.find(_QUOTE, i + len(_QUOTE))
+    return close + len(_QUOTE) if close >= 0 else len(text)
+
+
+def _scan_nested(text: str, i: int, opener: str, closer: str, quotes: bool) -> int:
+    """From just after an ``opener`` at ``i - 1``: the index just past its ``closer`` (nesting
+    counted, quoted strings skipped when ``quotes``), or the text's end."""
+    depth = 1
+    while i < len(text) and depth > 0:
+        if quotes and text.startswith(_QUOTE, i):
+            i = _after_quote(text, i)
+            continue
+        depth += {opener: 1, closer: -1}.get(text[i], 0)
+        i += 1
+    return i
+
+
+def _gemma_scalar(raw: str) -> Any:
+    """``true``/``false``, a number (a float when it has a dot), else the text itself."""
+    word = raw.strip()
+    if word in ("true", "false"):
+        return word == "true"
+    try:
+        return float(word) if "." in word else int(word)
+    except ValueError:
+        return word
+
+
+def _gemma_item(text: str, i: int, ends: str, array: bool) -> tuple[Any, int, bool]:
+    """The value at ``i`` (a quoted string, an object, an array or a scalar up to one of ``ends``):
+    (value, the index after it, whether the text ended inside a quoted string)."""
+    if text.startswith(_QUOTE, i):
+        start = i + len(_QUOTE)
+        close = text.find(_QUOTE, start)
+        if close < 0:
+            return text[start:], len(text), True
+        return text[start:close], close + len(_QUOTE), False
+    if text[i] in "{[":
+        closer = "}" if text[i] == "{" else "]"
+        end = _scan_nested(text, i + 1, text[i], closer, quotes=not (array and closer == "]"))
+        inner = text[i + 1 : end - 1]
+        return (_gemma_object(inner) if closer == "}" else _gemma_array(inner)), end, False
+    end = i
+    while end < len(text) and text[end] not in ends:
+        end += 1
+    return _gemma_scalar(text[i:end]), end, False
+
+
+def _gemma_array(text: str) -> list[Any]:
+    items: list[Any] = []
+    i = 0
+    while i < len(text):
+        while i < len(text) and text[i] in (",", *_GEMMA_SPACE):
+            i += 1
+        if i >= len(text):
+            break
+        value, i, unterminated = _gemma_item(text, i, ",]", array=True)
+        items.append(value)
+        if unterminated:
+            break
+    return items
+
+
+def _gemma_object(text: str) -> dict[str, Any]:
+    """Gemma 4's ``key:value,key:value`` arguments (strings quoted by ``<|"|>``)."""
+    result: dict[str, Any] = {}
+    i = 0 if text.strip() else len(text)
+    while i < len(text):
+        while i < len(text) and text[i] in (",", *_GEMMA_SPACE):
+            i += 1
+        colon = text.find(":", i)
+        if i >= len(text) or colon < 0:
+            break
+        key, i = text[i:colon].strip(), colon + 1
+        while i < len(text) and text[i] in _GEMMA_SPACE:
+            i += 1
+        if i >= len(text):
+            result[key] = ""
+            break
+        result[key], i, unterminated = _gemma_item(text, i, ",}]", array=False)
+        if unterminated:
+            break
+    return result
+
+
+def _gemma_arguments(inner: str) -> str:
+    """The arguments of ``{...}`` (from just after ``{``): up to the matching ``}``, or all."""
+    depth, i = 1, 0
+    while i < len(inner) and depth > 0:
+        if inner.startswith(_QUOTE, i):
+            close = inner.find(_QUOTE, i + len(_QUOTE))
+            if close < 0:
+                return inner
+            i = close + len(_QUOTE)
+            continue
+        depth += {"{": 1, "}": -1}.get(inner[i], 0)
+        i += 1
+    return inner[: i - 1] if depth == 0 else inner
+
+
+def gemma4(text: str, tools: Tools) -> Found:
+    """``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>``: arguments in Gemma 4's own
+    syntax; as SGLang, any tool name is passed on (flagged when not offered)."""
+    found = Found(text[: text.find(_GEMMA_START)])
+    offered = schemas(tools)
+    cursor = 0
+    while (start := text.find(_GEMMA_START, cursor)) >= 0:
+        end = text.find(_GEMMA_END, start)
+        if end < 0:
+            found.errors.append("a tool call without its closing tag")
+            break
+        inner, cursor = text[start + len(_GEMMA_START) : end], end + len(_GEMMA_END)
+        brace = inner.find("{")
+        if not inner.startswith("call:") or brace < 0:
+            found.errors.append("a tool call not in the call:NAME{...} form")
+            continue
+        name = inner[len("call:") : brace]
+        if name not in offered:
+            found.errors.append(f"unknown tool {name!r}")
+        if inner.count(_QUOTE) % 2:
+            found.errors.append(f"a string of {name!r} never closed by {_QUOTE}")
+        arguments = _gemma_object(_gemma_arguments(inner[brace + 1 :]))
+        found.calls.append((name, json.dumps(arguments, ensure_ascii=False)))
     return found

@@ -328,6 +328,7 @@ FORMATS: dict[str, Format] = {
     "minimax-m2": Format("<minimax:tool_call>", "<invoke name=", formats.minimax_m2),
     "llama3": Format("<|python_tag|>", "<|python_tag|>", formats.llama3, formats.llama3_detects),
     "mimo": Format("<tool_call>", "<function=", formats.mimo),
+    "gemma4": Format("<|tool_call>", "<|tool_call>", formats.gemma4),
 }
 
 

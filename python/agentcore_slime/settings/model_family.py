@@ -166,7 +166,6 @@ FAMILIES: tuple[Family, ...] = (
         ("gemma4",),
         ("gemma4",),
         _types("gemma4", "gemma4_text"),
-        "Gemma 4's call syntax (call:NAME{...} with its own string quoting) needs a parser of its own",
     ),
     Family(
         "Llama 3",

@@ -59,6 +59,7 @@ TOOL_CALL_PARSERS: dict[str, str | None] = {
     "deepseekv31": None,  # DeepSeek-V3.1: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}
     "llama3": None,  # Llama 3.x: <|python_tag|>{"name": .., "parameters": ..}
     "mimo": None,  # MiMo-V2: <tool_call><function=NAME><parameter=K>V</parameter> (values unescaped)
+    "gemma4": None,  # Gemma 4: <|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>
 }
 #: SGLang ``--reasoning-parser`` names the gateway can parse too -> ``renderers`` reasoning parser
 REASONING_PARSERS: dict[str, str] = {

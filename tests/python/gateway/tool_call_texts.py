@@ -101,6 +101,13 @@ def _mimo_call(name: str, args: dict[str, str]) -> str:
     return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
 
 
+def _gemma_call(name: str, args: str) -> str:
+    return f"<|tool_call>call:{name}{{{args}}}<tool_call|>"
+
+
+Q = '<|"|>'  # Gemma 4's string quote
+
+
 def _llama_call(name: str, args: dict[str, Any], key: str = "parameters") -> str:
     return json.dumps({"name": name, key: args}, ensure_ascii=False)
 
@@ -228,6 +235,19 @@ VALID: dict[str, dict[str, str]] = {
         "entities and newlines kept": _mimo_call("calculator", {"expression": "\n1 &lt; 2 &amp;&amp; 3\n"}),
         "a Python literal and nan": _mimo_call("search", {"filters": "{'lang': 'en'}", "score": "nan"}),
     },
+    "gemma4": {
+        "string": _gemma_call("search", f"q:{Q}cats{Q}"),
+        "mixed": _gemma_call(
+            "search",
+            f"q:{Q}007{Q},limit:5,exact:true,filters:{{lang:{Q}en{Q}}},tags:[{Q}a{Q},{Q}b{Q}],score:0.5",
+        ),
+        "two calls": _gemma_call("search", f"q:{Q}a{Q}") + _gemma_call("calculator", f"expression:{Q}1{Q}"),
+        "text then call": "Let me look that up." + _gemma_call("search", f"q:{Q}cats, dogs {{x}}{Q}"),
+        "nested arrays and spaces": _gemma_call(
+            "search", f" tags : [[1, 2.5], [{Q}x{Q}], {{a:[3]}}] , q: bare words "
+        ),
+        "no arguments": _gemma_call("calculator", ""),
+    },
 }
 VALID["qwen"] = VALID["qwen25"]
 VALID["glm"] = VALID["glm45"]
@@ -318,6 +338,13 @@ MALFORMED: dict[str, dict[str, str]] = {
         "no function": "<tool_call>\n<parameter=q>cats</parameter>\n</tool_call>",
         "cut off": "<tool_call>\n<function=search>\n<parameter=q>ca",
         "an infinite number": _mimo_call("search", {"q": "a", "score": "inf"}),
+    },
+    "gemma4": {
+        "unknown tool": _gemma_call("browse", f"url:{Q}x{Q}"),
+        "a mention": "I would use <|tool_call> here.",
+        "not call:": f"<|tool_call>search{{q:{Q}a{Q}}}<tool_call|>",
+        "cut off": f"<|tool_call>call:search{{q:{Q}ca",
+        "an unclosed string": f"<|tool_call>call:search{{q:{Q}cats}}<tool_call|>",
     },
 }
 MALFORMED["qwen"] = MALFORMED["qwen25"]

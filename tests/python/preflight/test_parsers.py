@@ -106,11 +106,11 @@ CHOSEN: dict[str, tuple[str | None, str | None]] = {
     "DeepSeek-V3.1": ("deepseekv31", "deepseek-v3"),
     "MiMo": ("hermes", "qwen3"),
     "MiMo-V2": ("mimo", "mimo"),
+    "Gemma 4": ("gemma4", None),  # the gemma4 renderer splits the reasoning itself
 }
 #: families whose tool-call format the gateway cannot read yet: auto is refused, with the name
 REFUSED: dict[str, str] = {
     "gpt-oss": "gpt-oss",
-    "Gemma 4": "gemma4",
 }
 
 

@@ -73,7 +73,7 @@ SAVE_HF = _one(lambda v: "{rollout_id}" in v and "{}" not in v)
 # SGLang 0.5.13 names read at the pinned version (FunctionCallParser / ReasoningParser), a subset
 TOOL_CALL_PARSERS = (
     "qwen", "qwen25", "qwen3_coder", "hermes", "llama3", "mistral", "deepseekv3", "glm45", "glm", "glm47",
-    "deepseekv31", "kimi_k2", "minimax-m2", "mimo",
+    "deepseekv31", "kimi_k2", "minimax-m2", "mimo", "gemma4",
 )
 REASONING_PARSERS = (
     "qwen3", "qwen3-thinking", "deepseek-r1", "glm45", "kimi", "gpt-oss", "kimi_k2", "deepseek-v3", "minimax",
