@@ -100,7 +100,7 @@ def test_malformed_calls_are_reported_and_valid_ones_are_not(
 #: the families added for issue 46, each with a text of calls, one of text then a call, a malformed one
 THROUGH = [
     (parser, kind, name)
-    for parser in ("kimi_k2", "minimax-m2", "deepseekv31", "llama3")
+    for parser in ("kimi_k2", "minimax-m2", "deepseekv31", "llama3", "mimo", "gemma4")
     for kind, name in (
         ("valid", "two calls" if parser != "minimax-m2" else "two calls in a block"),
         ("valid", "text then call" if parser != "minimax-m2" else "text between blocks"),
