@@ -45,11 +45,11 @@ source {LIB}/sglang.sh
 install_eval_cleanup_trap
 port=$(free_port)
 make_engine_api_key
-echo "${TOOLKIT_ENGINE_KEY_FILES[0]}" >"$OUT/key-file-path"
+echo "${{TOOLKIT_ENGINE_KEY_FILES[0]}}" >"$OUT/key-file-path"
 (umask 077 && printf '%s' "$TOOLKIT_ENGINE_API_KEY" >"$OUT/key-for-test")
 start_sglang_server "$OUT/sglang.log" \\
   python3 -m sglang.launch_server --model-path "$OUT/model" --host 127.0.0.1 \\
-  --config "${TOOLKIT_ENGINE_KEY_FILES[0]}" --port "$port"
+  --config "${{TOOLKIT_ENGINE_KEY_FILES[0]}}" --port "$port"
 wait_for_sglang "http://127.0.0.1:$port" 60
 remove_engine_key_file
 echo "$port $TOOLKIT_SERVER_PID" >"$OUT/ready"
