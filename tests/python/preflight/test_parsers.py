@@ -8,6 +8,7 @@ with the right names, by bin/train's blocking checks and bin/doctor's table (bot
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,29 @@ def test_the_gateway_chooses_what_the_check_chose(tmp_path: Path) -> None:
         assert (fit.tool_call_parser, fit.reasoning_parser) == CHOSEN[family]
     with pytest.raises(Exception, match="SGLANG_TOOL_CALL_PARSER=gpt-oss, which the gateway cannot read yet"):
         resolve_parsers(str(write_model(tmp_path / "g", "gpt-oss")), "auto", AUTO, AUTO)
+
+
+# ------------------------------------------------------------------ the published templates
+TEMPLATES = Path(__file__).resolve().parents[2] / "fixtures" / "chat_templates"
+
+
+@pytest.mark.parametrize(
+    ("template", "config", "family", "parser"),
+    [
+        # DeepSeek-V3.1's own template (tests/fixtures/chat_templates, see chat_templates.py):
+        # a deepseek_v3 model_type, told from V3 by its template alone
+        ("deepseek_v3_1.jinja", {"model_type": "deepseek_v3"}, "DeepSeek-V3.1", "deepseekv31"),
+        ("kimi_k2.jinja", {"model_type": "kimi_k2"}, "Kimi-K2", "kimi_k2"),
+        ("qwen3.jinja", {"model_type": "qwen3"}, "Qwen3", "qwen"),
+    ],
+)
+def test_the_published_templates_tell_their_family(
+    tmp_path: Path, template: str, config: dict[str, Any], family: str, parser: str
+) -> None:
+    model = tmp_path / "a-local-finetune"  # no Hub id in its name
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    shutil.copy(TEMPLATES / template, model / "chat_template.jinja")
+    fit = model_fit(model)
+    assert fit.family is not None and fit.family.name == family
+    assert fit.tool_call_parser == parser
