@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(args.data).is_file():
             raise UsageError(f"--data {args.data} does not exist (point it at the training JSONL)")
         config = read_config(args.config)
-        rows = load_rows(args.data, args.limit)
+        rows = load_rows(args.data, args.limit + 1)  # one more for the over-sampled group
         layout = json.loads(args.layout)
     except (UsageError, ValueError) as exc:
         say(str(exc))
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         say(f"cannot use --out-dir {out_dir}: {exc} (choose another directory)")
         return 2
-    options = Options(args.samples_per_prompt, args.s3, args.example_agent, layout, args.config)
+    options = Options(args.samples_per_prompt, args.s3, args.example_agent, layout, args.config, args.limit)
     return Rehearsal(config, rows, args.model_dir, out_dir, options).run()
 
 
@@ -379,6 +379,9 @@ class Options:
     example_agent: bool = False
     layout: dict[str, int] | None = None  #: slime's GPU layout (NUM_GPUS, TP_SIZE of the env file)
     config: str = ""  #: the run's toolkit.yaml, whose keys slime's args carry
+    #: prompt groups the step keeps (the rows beyond them feed the over-sampled group: each group
+    #: its own row, so the stand-in's right-then-wrong answers split every group)
+    groups: int = 0
 
 
 def rehearse(config: ToolkitConfig, rows: list[dict[str, Any]], model_dir: str, out_dir: Path,
@@ -448,7 +451,7 @@ class Rehearsal:
 
     def run_parts(self) -> int:
         """The checks and the episodes, the stand-ins started."""
-        self.checks.append(_data_check(self.payloads))
+        self.checks.append(_data_check(self.payloads[: self.options.groups or None]))
         problem = self.start_stand_ins()
         if problem is not None:
             self.checks.append(problem)
@@ -482,7 +485,8 @@ class Rehearsal:
 
         from agentcore_slime.rollout import runtime
 
-        groups, samples = len(self.rows), self.options.samples_per_prompt
+        groups = min(self.options.groups or len(self.rows), len(self.rows))
+        samples = self.options.samples_per_prompt
         toolkit = yaml.safe_load(Path(self.options.config).read_text(encoding="utf-8"))
         args = slime_args({**toolkit, "agent_url": self.config.agent_url}, self.options.layout or {},
                           engine.url, self.model_dir, self.out_dir, groups, samples)
