@@ -91,7 +91,10 @@ def test_cross_checks_once_every_value_is_valid() -> None:
         ({"agent_url": "http://h:1", "exp_id": None}, "exp_id: not set"),
         ({"agent_url": "http://h:1", "max_concurrent": 2.5}, "max_concurrent: 2.5 from"),
         ({"agent_url": "http://h:1", "acr_tps_limit": True}, "acr_tps_limit: True from"),
-        ({"agent_url": "http://h:1", "sglang_tool_call_parser": "pythonic"}, "must be one of: auto, qwen, qwen25"),
+        (
+            {"agent_url": "http://h:1", "sglang_tool_call_parser": "pythonic"},
+            "must be one of: auto, qwen, qwen25",
+        ),
         ({"agent_url": "http://h:1", "renderer_family": "qwen-3"}, "RENDERER_FAMILY must be one of: auto"),
     ],
 )

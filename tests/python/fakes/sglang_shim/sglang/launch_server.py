@@ -7,7 +7,8 @@ check that the whole process group is stopped. Behaviour from the environment:
 
 - ``FAKE_SGLANG_MODE``: ``healthy`` (default); ``never_healthy`` (logs "loading" lines, never
   listens); ``dies`` (serves, then exits with status 3 after ``FAKE_SGLANG_DIE_AFTER`` seconds,
-  default 2, or once the file ``FAKE_SGLANG_DIE_WHEN`` names exists); ``ignore_term`` (serves; it and its child ignore SIGTERM).
+  default 2, or once the file ``FAKE_SGLANG_DIE_WHEN`` names exists); ``ignore_term`` (serves;
+  it and its child ignore SIGTERM).
 - ``FAKE_SGLANG_PIDS``: a file the server and its child append their PIDs to.
 - ``FAKE_SGLANG_LOGGED``: a file ``never_healthy`` touches once its first loading line is logged.
 - ``FAKE_SGLANG_ARGV``: a file the server writes its argv to (one word per line).
