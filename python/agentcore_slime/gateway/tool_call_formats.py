@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from .tool_call_parts import Found, Tools, Unparseable, json_calls, schemas, unclosed
+from .tool_call_parts import Found, Tools, Unparseable, json_calls, json_kind, schemas, unclosed
 
 # --------------------------------------------------------------------------- Kimi-K2
 _KIMI_SECTION = "<|tool_calls_section_begin|>"
@@ -97,26 +97,12 @@ def _kinds(schema: Any) -> set[str]:
         kinds.update(k for k in kind if isinstance(k, str))
     enum = schema.get("enum")
     if isinstance(enum, list):
-        kinds.update(_enum_kind(value) for value in enum)
+        kinds.update(json_kind(value) for value in enum)
     for key in ("anyOf", "oneOf", "allOf"):
         if isinstance(schema.get(key), list):
             for option in schema[key]:
                 kinds |= _kinds(option) or {"string"}
     return kinds
-
-
-def _enum_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "string"
 
 
 def _minimax_as(value: str, kind: str) -> tuple[bool, Any]:

@@ -93,6 +93,21 @@ def json_calls(actions: Any, tools: Tools, found: Found) -> None:
         found.calls.append((name, dump(arguments)))
 
 
+def json_kind(value: Any) -> str:
+    """The JSON type name of a decoded value (``bool`` before ``int``: True is an int in Python)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else "string"
+
+
 def unclosed(text: str, start: str, closed: int) -> list[str]:
     """One error per ``start`` marker beyond the ``closed`` blocks that were matched."""
     return ["a tool call without its closing tag"] * max(0, text.count(start) - closed)

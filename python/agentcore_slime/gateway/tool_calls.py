@@ -23,7 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import tool_call_formats as formats
-from .tool_call_parts import Format, Found, Tools, Unparseable, dump, json_calls, literal, schemas, unclosed
+from .tool_call_parts import (
+    Format,
+    Found,
+    Tools,
+    Unparseable,
+    dump,
+    json_calls,
+    json_kind,
+    literal,
+    schemas,
+    unclosed,
+)
 
 
 @dataclass
@@ -212,7 +223,7 @@ def schema_type(schema: Any) -> str | None:
         if kinds:
             return kinds[0] if len(set(kinds)) == 1 or "string" not in kinds else "string"
     if isinstance(schema.get("enum"), list):
-        enum_kinds = {_json_kind(v) for v in schema["enum"]}
+        enum_kinds = {json_kind(v) for v in schema["enum"]}
         return enum_kinds.pop() if len(enum_kinds) == 1 else "string"
     if isinstance(schema.get("allOf"), list):
         return next((k for k in map(schema_type, schema["allOf"]) if k and k != "string"), "string")
@@ -221,20 +232,6 @@ def schema_type(schema: Any) -> str | None:
     if "items" in schema:
         return "array"
     return None
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else "string"
 
 
 def _number(value: str) -> Any:
