@@ -118,7 +118,7 @@ def record(
             del session.replies[next(iter(session.replies))]  # the oldest goes first
         session.replies[key] = reply
     if call.side_call:  # issue 45: outside the main conversation, whose chain stays as it was
-        return _undo_side_call(sessions, session, trace, key)
+        return _unrecord(sessions, session, trace, key)
     session.chain_before = session.chain_before if call.repeat else session.chain
     session.chain = _next_chain(session.chain, session.store.last_ids, call, trace.response_message)
     if session.chain_before is not None:
@@ -130,24 +130,19 @@ def record(
         why = f"; not bridged: {call.chain_break}" if call.chain_break else ""
         sid = short_id(session.sid)
         logger.info("session %s: a new sample starts (%s%s)", sid, trace.chain_break, why)
+    unrecord = _unrecord(sessions, session, trace, key)
 
     def undo() -> None:
         logger.info("session %s: reply not delivered, call not recorded", short_id(session.sid))
         session.chain, session.chain_before, session.last_request, session.last_raw = saved
-        if key is not None:
-            session.replies.pop(key, None)
-        session.sampled_tokens -= len(trace.completion_token_ids)
-        with sessions.lock:
-            if not session.deleted:
-                session.store.pop_last()
+        unrecord()
 
     return undo
 
 
-def _undo_side_call(
-    sessions: Sessions, session: Session, trace: CallTrace, key: str | None
-) -> Callable[[], None]:
-    """The undo of a recorded side call (the chain was not touched)."""
+def _unrecord(sessions: Sessions, session: Session, trace: CallTrace, key: str | None) -> Callable[[], None]:
+    """The undo of what every recorded call adds (its kept reply, its sampled tokens, its step in
+    the store): the whole undo of a side call, which leaves the chain as it was."""
 
     def undo() -> None:
         if key is not None:
