@@ -14,9 +14,6 @@ bin/eval starts no router (several engines are spread over by the gateway: docs/
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,29 +22,13 @@ from agentcore_slime.evaluate.render import EvalRequest, server_lines
 from agentcore_slime.settings.envfile import read_env_file
 from agentcore_slime.settings.validate import Config, resolve
 from fakes.renders import FIXED_RUNS, INPUTS, REPO
+from fakes.sglang_venv import ask_sglang
 
 PROBE = Path(__file__).with_name("sglang_parser_probe.py")
 
 
-def _sglang_python() -> Path:
-    venv = Path(os.environ.get("TOOLKIT_SGLANG_VENV") or REPO / ".venv-sglang")
-    python = venv / "bin" / "python"
-    if not python.is_file():
-        message = (f"{venv} is missing: tests/run makes it "
-                   "(SGLang 0.5.13's parser, tests/requirements-sglang.txt)")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return python
-
-
 def _parse(argvs: list[list[str]]) -> list[dict[str, Any]]:
-    done = subprocess.run([str(_sglang_python()), str(PROBE)], input=json.dumps(argvs), capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    reply = json.loads(done.stdout.splitlines()[-1])
-    assert reply["version"] == "0.5.13"
-    return list(reply["results"])
+    return list(ask_sglang(PROBE, argvs)["results"])
 
 
 def _config(env_file: Path, overrides: dict[str, str] | None = None) -> Config:

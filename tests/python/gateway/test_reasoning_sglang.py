@@ -10,14 +10,13 @@ does (docs/gateway.md says why). In CI a missing venv fails the test; elsewhere 
 
 from __future__ import annotations
 
-import json
-import subprocess
 from typing import Any
 
 import openai
 import pytest
 from agentcore_slime.settings.schema import REASONING_PARSERS
-from test_tool_calls_sglang import PROBE, _sglang_python
+from fakes.sglang_venv import ask_sglang
+from test_tool_calls_sglang import PROBE
 
 TEXTS = {
     "closed": "<think>let me add</think>It is 5.",
@@ -32,17 +31,7 @@ CASES = [(name, label) for name in REASONING_PARSERS for label in TEXTS]
 @pytest.fixture(scope="module")
 def sglang() -> list[dict[str, Any]]:
     cases = [{"reasoning": name, "text": TEXTS[label]} for name, label in CASES]
-    done = subprocess.run(
-        [str(_sglang_python()), str(PROBE)],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    reply = json.loads(done.stdout.splitlines()[-1])
-    assert reply["version"] == "0.5.13"
+    reply = ask_sglang(PROBE, cases)
     return [{"reasoning": r["reasoning"] or None, "content": r["content"]} for r in reply["results"]]
 
 

@@ -10,19 +10,16 @@ one, which SGLang only logs. In CI a missing venv fails the test; elsewhere it s
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentcore_slime.gateway.tool_calls import FORMATS, parse_tool_calls
 from agentcore_slime.settings.schema import TOOL_CALL_PARSERS
+from fakes.sglang_venv import ask_sglang
 from tool_call_texts import MALFORMED, TOOLS, VALID
 
 PROBE = Path(__file__).with_name("sglang_tool_probe.py")
-REPO = Path(__file__).resolve().parents[3]
 CASES = [
     (parser, kind, name, text)
     for kind, table in (("valid", VALID), ("malformed", MALFORMED))
@@ -31,33 +28,11 @@ CASES = [
 ]
 
 
-def _sglang_python() -> Path:
-    venv = Path(os.environ.get("TOOLKIT_SGLANG_VENV") or REPO / ".venv-sglang")
-    python = venv / "bin" / "python"
-    if not python.is_file():
-        message = f"{venv} is missing: tests/run makes it (SGLang 0.5.13, tests/requirements-sglang.txt)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return python
-
-
 @pytest.fixture(scope="module")
 def sglang() -> dict[str, Any]:
     cases = [{"parser": parser, "text": text, "tools": TOOLS} for parser, _, _, text in CASES]
     cases += [{"parser": "qwen25", "text": VALID["qwen25"]["string"], "tools": []}]
-    done = subprocess.run(
-        [str(_sglang_python()), str(PROBE)],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    reply = json.loads(done.stdout.splitlines()[-1])
-    assert reply["version"] == "0.5.13"
-    return dict(reply)
+    return ask_sglang(PROBE, cases)
 
 
 def test_every_parser_name_is_one_sglang_knows(sglang: dict[str, Any]) -> None:

@@ -10,12 +10,11 @@ no package registry; tests/slime_stacks/README.md says how its real code was ask
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
-import pytest
 from fakes.renders import REPO
+from fakes.sglang_venv import sglang_python
 from fakes.stack_node import STACKS, write_slime_arguments
 
 HELPER = REPO / "templates" / "lib" / "slime_helper.py"
@@ -30,23 +29,11 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def _sglang_python() -> Path:
-    venv = Path(os.environ.get("TOOLKIT_SGLANG_VENV") or REPO / ".venv-sglang")
-    python = venv / "bin" / "python"
-    if not python.is_file():
-        message = (f"{venv} is missing: tests/run makes it "
-                   "(SGLang 0.5.13's parser, tests/requirements-sglang.txt)")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return python
-
-
 def test_sglang_0_5_13_has_only_the_old_cuda_graph_flag(tmp_path: Path) -> None:
     write_slime_arguments(tmp_path / "slime", STACKS["fa3c990"].slime_options)
     evaluate = REPO / "tests" / "python" / "evaluate"
     done = subprocess.run(
-        [str(_sglang_python()), "-c", _RUN, str(evaluate), str(HELPER), str(tmp_path / "slime")],
+        [str(sglang_python()), "-c", _RUN, str(evaluate), str(HELPER), str(tmp_path / "slime")],
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
