@@ -10,7 +10,8 @@ sends anything there; and every engine has its own key.
 The engines are started the way eval.sh starts them (templates/lib/sglang.sh's
 ``make_engine_api_key COUNT``, ``start_server``, ``wait_for_server``) running
 ``python3 -m sglang.launch_server``, here tests/python/fakes/sglang_shim (SGLang's key rule, the
-scripted protocol on ``--port``). The squatter is a real second uid (other_user.py).
+scripted protocol on ``--port``). The squatter is a real second uid (other_user.py) running
+fakes/other_user_relay.py.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from agentcore_slime.gateway.engine import ENGINE_KEY_ENV, EngineClient
+from fakes.other_user_relay import Relay
 from other_user import OtherUser
 
 REPO = Path(__file__).resolve().parents[3]
@@ -59,33 +61,6 @@ touch "$OUT/ready"
 sleep 600 &
 wait $!
 """
-
-#: the squatter: listens on 127.0.0.1:PORT, answers 200 to anything, logs every byte it gets
-SQUATTER = r"""
-import socket, sys, threading
-log, port = sys.argv[1], int(sys.argv[2])
-s = socket.socket()
-s.bind(("127.0.0.1", port))
-s.listen(16)
-print("listening", flush=True)
-def serve(conn):
-    data = b""
-    conn.settimeout(2)
-    try:
-        while chunk := conn.recv(65536):
-            data += chunk
-            if b"\r\n\r\n" in data:
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-    except OSError:
-        pass
-    with open(log, "ab") as out:
-        out.write(data + b"\n--\n")
-    conn.close()
-while True:
-    conn, _ = s.accept()
-    threading.Thread(target=serve, args=(conn,), daemon=True).start()
-"""
-
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -126,12 +101,8 @@ def test_an_engine_port_another_user_took_stops_the_evaluation_and_she_gets_noth
     tmp_path: Path, other_user: OtherUser
 ) -> None:
     ports = (_free_port(), _free_port())
-    log = Path(other_user.home) / "squatter.log"
-    squatter = other_user.popen(
-        [sys.executable, "-c", SQUATTER, str(log), str(ports[1])], stdout=subprocess.PIPE
-    )
+    squatter = Relay(other_user, [ports[1]])
     try:
-        assert squatter.stdout is not None and squatter.stdout.readline().strip() == b"listening"
         driver = _driver(tmp_path, ports)
         _, err = driver.communicate(timeout=120)
         stderr = err.decode()
@@ -143,15 +114,12 @@ def test_an_engine_port_another_user_took_stops_the_evaluation_and_she_gets_noth
         ) in stderr
         assert "SGLang engine 0 is healthy" in stderr  # engine 0 was checked, and is ours
         assert "SGLang engine 1 is healthy" not in stderr
+        received = squatter.seen()
     finally:
-        squatter.kill()
-        squatter.wait(10)
-        if squatter.stdout is not None:
-            squatter.stdout.close()
-    received = log.read_bytes() if log.exists() else b""
+        squatter.stop()
     keys = (tmp_path / "keys").read_text().split(",")
-    assert received == b""  # not even a health check: no connection at all
-    assert all(key.encode() not in received for key in keys)
+    assert received == ""  # not even a health check: no connection at all
+    assert all(key not in received for key in keys)
     # the engines were stopped on exit: nothing listens on engine 0's port any more
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", ports[0])) != 0
