@@ -25,7 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_slime_stacks import RUNS, STACKS, STACKS_DIR, describe_node, print_command, read_stack
+from test_slime_stacks import (
+    CASE_IDS,
+    CASES,
+    STACKS,
+    STACKS_DIR,
+    describe_node,
+    flags_of,
+    print_command,
+    read_stack,
+)
 
 Recorded = dict[str, Any]
 
@@ -68,7 +77,7 @@ def captured(recorded: Recorded, argv: list[str]) -> list[str]:
         return [f"the parser refuses the command line: {exc}"]
     exact, _ = rebuild(recorded, False).parse_known_args(argv)
     options = {o for action in recorded["actions"] for o in action[0]}
-    words = [w.partition("=")[0] for w in argv if w.startswith("--")]
+    words = flags_of(argv)
     suspects = sorted({w for w in words if w not in options and any(o.startswith(w) for o in options)})
     return [f"{dest}: {getattr(exact, dest)!r} becomes {value!r} (flags starting an option: {suspects})"
             for dest, value in vars(as_slime).items() if getattr(exact, dest) != value]
@@ -80,11 +89,7 @@ def read_parsers(stack: str) -> list[Recorded]:
     return list(recorded["parsers"])
 
 
-CASES = [(stack, env, variant) for stack in STACKS for env, variant in RUNS]
-
-
-@pytest.mark.parametrize(("stack_name", "env_file", "variant"), CASES,
-                         ids=[f"{s}-{e.stem}-{v}" for s, e, v in CASES])
+@pytest.mark.parametrize(("stack_name", "env_file", "variant"), CASES, ids=CASE_IDS)
 def test_no_rendered_flag_is_read_as_another_by_any_parser_of_slime(
     stack_name: str, env_file: Path, variant: str, tmp_path: Path
 ) -> None:

@@ -119,10 +119,10 @@ def flags_of(argv: list[str]) -> list[str]:
 
 
 CASES = [(stack, env, variant) for stack in STACKS for env, variant in RUNS]
+CASE_IDS = [f"{s}-{e.stem}-{v}" for s, e, v in CASES]
 
 
-@pytest.mark.parametrize(("stack_name", "env_file", "variant"), CASES,
-                         ids=[f"{s}-{e.stem}-{v}" for s, e, v in CASES])
+@pytest.mark.parametrize(("stack_name", "env_file", "variant"), CASES, ids=CASE_IDS)
 def test_every_rendered_flag_is_accepted_by_the_stack_under_its_current_name(
     stack_name: str, env_file: Path, variant: str, tmp_path: Path
 ) -> None:
