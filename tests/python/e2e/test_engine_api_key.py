@@ -21,7 +21,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -30,11 +29,8 @@ from pathlib import Path
 
 import pytest
 from agentcore_slime.gateway.engine import ENGINE_KEY_ENV, EngineClient
+from fakes.shim_env import LIB, shim_env
 from other_user import OtherUser
-
-REPO = Path(__file__).resolve().parents[3]
-LIB = REPO / "templates" / "lib"
-SHIM = REPO / "tests" / "python" / "fakes" / "sglang_shim"
 
 #: eval.sh's steps, from the library; the test reads the key from a 0600 file the driver
 #: writes for it (eval.sh passes it only to its own evaluation, through the environment)
@@ -61,14 +57,7 @@ wait $!
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[tuple[str, int, str, Path]]:
     """The server: (url, its pid, its key, the key file's path)."""
-    env = dict(os.environ)
-    env.update(
-        OUT=str(tmp_path),
-        PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
-        PYTHONPATH=os.pathsep.join([str(SHIM), str(REPO / "tests" / "python"), str(REPO / "python")]),
-        TMPDIR=str(tmp_path),
-    )
-    env.pop(ENGINE_KEY_ENV, None)
+    env = shim_env(tmp_path)
     errors = tmp_path / "driver.err"
     with errors.open("w") as stderr:
         driver = subprocess.Popen(["bash", "-c", DRIVER], env=env, stderr=stderr)

@@ -17,23 +17,18 @@ fakes/other_user_relay.py.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from agentcore_slime.gateway.engine import ENGINE_KEY_ENV, EngineClient
+from agentcore_slime.gateway.engine import EngineClient
 from fakes.other_user_relay import Relay
+from fakes.shim_env import LIB, shim_env
 from other_user import OtherUser
-
-REPO = Path(__file__).resolve().parents[3]
-LIB = REPO / "templates" / "lib"
-SHIM = REPO / "tests" / "python" / "fakes" / "sglang_shim"
 
 #: eval.sh's engine steps for two engines on PORT0 and PORT1; the keys go to a 0600 file of
 #: the test's (eval.sh passes them only to its own evaluation, through the environment)
@@ -69,17 +64,7 @@ def _free_port() -> int:
 
 
 def _driver(tmp_path: Path, ports: tuple[int, int]) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
-        OUT=str(tmp_path),
-        PORT0=str(ports[0]),
-        PORT1=str(ports[1]),
-        PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
-        PYTHONPATH=os.pathsep.join([str(SHIM), str(REPO / "tests" / "python"), str(REPO / "python")]),
-        TMPDIR=str(tmp_path),
-        TOOLKIT_SERVER_GRACE="2",
-    )
-    env.pop(ENGINE_KEY_ENV, None)
+    env = shim_env(tmp_path, PORT0=str(ports[0]), PORT1=str(ports[1]), TOOLKIT_SERVER_GRACE="2")
     return subprocess.Popen(
         ["bash", "-c", DRIVER], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
