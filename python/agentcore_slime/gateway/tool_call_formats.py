@@ -200,25 +200,34 @@ def minimax_m2(text: str, tools: Tools) -> Found:
 
 # --------------------------------------------------------------------------- DeepSeek-V3.1
 _DEEPSEEK_CALL = re.compile(r"<｜tool▁call▁begin｜>.*?<｜tool▁call▁end｜>", re.DOTALL)
-_DEEPSEEK31_DETAIL = re.compile(r"<｜tool▁call▁begin｜>(.*)<｜tool▁sep｜>(.*)<｜tool▁call▁end｜>", re.DOTALL)
+_DEEPSEEK31_DETAIL = re.compile(
+    r"<｜tool▁call▁begin｜>(?P<name>.*)<｜tool▁sep｜>(?P<arguments>.*)<｜tool▁call▁end｜>", re.DOTALL
+)
+
+
+def deepseek_calls(text: str, tools: Tools, detail: re.Pattern[str], form: str) -> Found:
+    """The ``<｜tool▁call▁begin｜>…<｜tool▁call▁end｜>`` blocks of DeepSeek-V3 and V3.1, each read by
+    ``detail`` (its ``name`` and ``arguments`` groups); a block not in that ``form``, or arguments
+    that are not JSON, fail the whole text."""
+    found = Found(text[: text.find("<｜tool▁calls▁begin｜>")].strip())
+    blocks = _DEEPSEEK_CALL.findall(text)
+    for block in blocks:
+        match = detail.search(block)
+        if match is None:
+            raise Unparseable(f"a tool call is not in the {form} form")
+        try:
+            arguments = json.loads(match["arguments"])
+        except ValueError:
+            raise Unparseable("a tool call's arguments are not valid JSON") from None
+        json_calls({"name": match["name"], "parameters": arguments}, tools, found)
+    found.errors += unclosed(text, "<｜tool▁call▁begin｜>", len(blocks))
+    return found
 
 
 def deepseekv31(text: str, tools: Tools) -> Found:
     """``<｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>``; any bad call fails the
     whole text."""
-    found = Found(text[: text.find("<｜tool▁calls▁begin｜>")].strip())
-    blocks = _DEEPSEEK_CALL.findall(text)
-    for block in blocks:
-        detail = _DEEPSEEK31_DETAIL.search(block)
-        if detail is None:
-            raise Unparseable("a tool call is not in the NAME<｜tool▁sep｜>ARGS form")
-        try:
-            arguments = json.loads(detail.group(2))
-        except ValueError:
-            raise Unparseable("a tool call's arguments are not valid JSON") from None
-        json_calls({"name": detail.group(1), "parameters": arguments}, tools, found)
-    found.errors += unclosed(text, "<｜tool▁call▁begin｜>", len(blocks))
-    return found
+    return deepseek_calls(text, tools, _DEEPSEEK31_DETAIL, "NAME<｜tool▁sep｜>ARGS")
 
 
 # --------------------------------------------------------------------------- Llama 3

@@ -87,27 +87,15 @@ def _qwen25(text: str, tools: Tools) -> Found:
     return found
 
 
-_DEEPSEEK_CALL = re.compile(r"<｜tool▁call▁begin｜>.*?<｜tool▁call▁end｜>", re.DOTALL)
 _DEEPSEEK_DETAIL = re.compile(
-    r"<｜tool▁call▁begin｜>(.*)<｜tool▁sep｜>(.*)\n```json\n(.*)\n```<｜tool▁call▁end｜>", re.DOTALL
+    r"<｜tool▁call▁begin｜>(.*)<｜tool▁sep｜>(?P<name>.*)\n```json\n(?P<arguments>.*)\n```<｜tool▁call▁end｜>",
+    re.DOTALL,
 )
 
 
 def _deepseekv3(text: str, tools: Tools) -> Found:
     """``<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\nARGS\\n```<｜tool▁call▁end｜>``."""
-    found = Found(text[: text.find("<｜tool▁calls▁begin｜>")].strip())
-    blocks = _DEEPSEEK_CALL.findall(text)
-    for block in blocks:
-        detail = _DEEPSEEK_DETAIL.search(block)
-        if detail is None:
-            raise Unparseable("a tool call is not in the function<｜tool▁sep｜>NAME ```json``` form")
-        try:
-            arguments = json.loads(detail.group(3))
-        except ValueError:
-            raise Unparseable("a tool call's arguments are not valid JSON") from None
-        json_calls({"name": detail.group(2), "parameters": arguments}, tools, found)
-    found.errors += unclosed(text, "<｜tool▁call▁begin｜>", len(blocks))
-    return found
+    return formats.deepseek_calls(text, tools, _DEEPSEEK_DETAIL, "function<｜tool▁sep｜>NAME ```json```")
 
 
 # --------------------------------------------------------------------------- qwen3_coder
