@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         _wait_for_parent()
     finally:
         gateway.shutdown()
+        # a SIGTERM while Python joins its threads at exit (the parent stops the child as it
+        # ends) must just end it: raised there, SystemExit prints a traceback into the rehearsal
+        _exit_quietly_on_sigterm()
     return 0
 
 
