@@ -29,6 +29,7 @@ from agentcore_slime.errors import ConfigError
 from agentcore_slime.gateway import Gateway, GatewayConfig, GatewayProcess, GatewayProcessDied
 from agentcore_slime.gateway.child import how_it_died, ready_or_raise
 from fakes.sglang_server import FakeSGLang, fake_logprob, text_policy
+from fakes.waiting import stop_process
 from gateway_helpers import ADD_TOOL, Script, admin_client, tool_call_text
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[3] / "python"
@@ -427,7 +428,7 @@ def test_a_batch_in_flight_when_the_child_dies_fails_every_operation_clearly(
         gateway.create_session(f"s-{number}", {})
     pid = gateway.pid
     assert pid is not None
-    os.kill(pid, signal.SIGSTOP)  # the child holds the next batch unanswered...
+    stop_process(pid)  # the child holds the next batch unanswered...
     try:
         with ThreadPoolExecutor(50) as pool:
             futures = [pool.submit(gateway.finish_session, f"s-{n}") for n in range(50)]
@@ -486,7 +487,7 @@ def test_a_create_cancelled_before_the_child_answered_leaves_no_session(
             time.sleep(0.02)
         assert condition()
 
-    os.kill(pid, signal.SIGSTOP)  # the child holds the creates unanswered
+    stop_process(pid)  # the child holds the creates unanswered (every thread of it)
     try:
         cancelled = gateway.submit_create("s-cut", {})
         until(lambda: gateway.batch_requests == sent + 1)  # its create is on its way to the child
