@@ -261,7 +261,8 @@ def test_count_tokens_counts_in_the_sessions_bodies_in_flight(make_stand) -> Non
     stand = make_stand(session_body_bytes=1_000_000, client_timeout=5.0)
     base = stand.gateway.create_session("s")
     held = [_half_body(stand.gateway.url, "/sessions/s/v1/messages/count_tokens", 400_000) for _ in range(2)]
-    time.sleep(0.3)
+    session = stand.gateway.sessions.get("s")
+    until(lambda: session.bytes_in_flight >= 800_000, "the held bodies counted")
     try:
         over = _count_tokens(base, _anthropic_body(300_000))
         assert over.status_code == 429, over.text
@@ -320,11 +321,14 @@ def test_a_client_gone_before_its_body_is_a_quiet_499_on_every_route(make_stand,
             for path in AGENT_PATHS.values():
                 conn = _half_body(stand.gateway.url, path, 1000)
                 conn.close()
-        time.sleep(1.0)
+
+        def quiet() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if "went away before its body arrived" in r.getMessage()]
+
+        until(lambda: len(quiet()) >= 5 * len(AGENT_PATHS), "every closed request's quiet line")
     errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert errors == [], [r.getMessage() for r in errors]
-    quiet = [r for r in caplog.records if "went away before its body arrived" in r.getMessage()]
-    assert len(quiet) == 5 * len(AGENT_PATHS)
+    assert len(quiet()) == 5 * len(AGENT_PATHS)
 
 
 # --------------------------------------------------------------------- memory by tokens

@@ -29,7 +29,7 @@ from agentcore_slime.errors import ConfigError
 from agentcore_slime.gateway import Gateway, GatewayConfig, GatewayProcess, GatewayProcessDied
 from agentcore_slime.gateway.child import how_it_died, ready_or_raise
 from fakes.sglang_server import FakeSGLang, fake_logprob, text_policy
-from fakes.waiting import stop_process
+from fakes.waiting import stop_process, until
 from gateway_helpers import ADD_TOOL, Script, admin_client, tool_call_text
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[3] / "python"
@@ -428,13 +428,13 @@ def test_a_batch_in_flight_when_the_child_dies_fails_every_operation_clearly(
         gateway.create_session(f"s-{number}", {})
     pid = gateway.pid
     assert pid is not None
+    sent = gateway.batch_requests
     stop_process(pid)  # the child holds the next batch unanswered...
     try:
-        with ThreadPoolExecutor(50) as pool:
-            futures = [pool.submit(gateway.finish_session, f"s-{n}") for n in range(50)]
-            time.sleep(0.5)
-            os.kill(pid, signal.SIGKILL)  # ...and dies with it
-            errors = [f.exception(30) for f in futures]
+        futures = [gateway.submit_finish(f"s-{n}") for n in range(50)]  # each as finish_session sends it
+        until(lambda: gateway.batch_requests > sent, "a batch of the finishes sent to the stopped child")
+        os.kill(pid, signal.SIGKILL)  # ...and dies with it (the rest still wait in the channel)
+        errors = [f.exception(30) for f in futures]
     finally:
         if not _gone(pid):
             os.kill(pid, signal.SIGKILL)
@@ -481,25 +481,19 @@ def test_a_create_cancelled_before_the_child_answered_leaves_no_session(
     assert pid is not None
     sent = gateway.batch_requests
 
-    def until(condition: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + 30
-        while not condition() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert condition()
-
     stop_process(pid)  # the child holds the creates unanswered (every thread of it)
     try:
         cancelled = gateway.submit_create("s-cut", {})
-        until(lambda: gateway.batch_requests == sent + 1)  # its create is on its way to the child
+        until(lambda: gateway.batch_requests == sent + 1, "the create sent")  # on its way to the child
         assert cancelled.cancel()
         kept = gateway.submit_create("s-kept", {})
-        until(lambda: gateway.batch_requests == sent + 2)
+        until(lambda: gateway.batch_requests == sent + 2, "the second create sent")
         assert not kept.done()
     finally:
         os.kill(pid, signal.SIGCONT)
     assert kept.result(30) == f"{gateway.url}/sessions/s-kept/v1"
-    until(lambda: gateway.batch_requests == sent + 3)  # s-cut was opened: its delete is on its way
-    until(lambda: gateway.stats()["sessions"] == 1)
+    until(lambda: gateway.batch_requests == sent + 3, "the delete sent")  # s-cut was opened
+    until(lambda: gateway.stats()["sessions"] == 1, "one session left")
     with pytest.raises(KeyError, match="unknown session 's-cut'"):
         gateway.traces("s-cut")
     assert gateway.traces("s-kept") == []
