@@ -56,7 +56,7 @@ start_stale_processes() {
   UNMARKED=$!
   local pid i
   for pid in "$STALE" "$TRAINING" "$UNMARKED"; do
-    for ((i = 0; i < 100; i++)); do grep -q sglang "/proc/$pid/cmdline" 2>/dev/null && break; /bin/sleep 0.05; done
+    for ((i = 0; i < 2400; i++)); do grep -q sglang "/proc/$pid/cmdline" 2>/dev/null && break; /bin/sleep 0.05; done
   done
 }
 
@@ -302,7 +302,7 @@ SCRIPT
   bash "$WORK/holder.sh" 2>"$WORK/holder.err" &
   HOLDER=$!
   local i
-  for ((i = 0; i < 100; i++)); do [[ -e $WORK/held ]] && break; /bin/sleep 0.05; done
+  for ((i = 0; i < 2400; i++)); do [[ -e $WORK/held ]] && break; /bin/sleep 0.05; done
   [[ -e $WORK/held ]] || flunk "no training lock: $(cat "$WORK/holder.err")"
 }
 
@@ -365,7 +365,7 @@ SCRIPT
   "$TEST_PYTHON_DIR/python3" -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("up", flush=True); time.sleep(120)' "$port" >"$BATS_TEST_TMPDIR/holder.out" &
   holder=$!
-  for ((i = 0; i < 100; i++)); do [[ -s $BATS_TEST_TMPDIR/holder.out ]] && break; /bin/sleep 0.1; done
+  for ((i = 0; i < 1200; i++)); do [[ -s $BATS_TEST_TMPDIR/holder.out ]] && break; /bin/sleep 0.1; done
   run -1 "$EVAL" --set "EVAL_SGLANG_PORT=$port" "$WORK/exp.env"
   kill "$holder" 2>/dev/null || true
   wait "$holder" 2>/dev/null || true

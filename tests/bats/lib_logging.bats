@@ -27,10 +27,10 @@ submit_job exp-9 '{}' python3 train.py
 SCRIPT
 }
 
-# wait_for_job: until the stubbed `ray job submit` runs (at most 5 s)
+# wait_for_job: until the stubbed `ray job submit` runs (120 s: a ceiling only a hang reaches)
 wait_for_job() {
   local i
-  for ((i = 0; i < 100; i++)); do [[ -e $BATS_TEST_TMPDIR/started ]] && return; /bin/sleep 0.05; done
+  for ((i = 0; i < 2400; i++)); do [[ -e $BATS_TEST_TMPDIR/started ]] && return; /bin/sleep 0.05; done
   flunk "the job never started"
 }
 

@@ -68,7 +68,7 @@ wait_started() { # <name>...
   wait_started "sglang::scheduler_TP0" "/v/python3 /slime/train.py" "sglang::scheduler_TP1" "sglang::detokenizer" \
     "python3 -m sglang.launch_server" "bash -c : sglang.launch_server" "$mine" "python3 -c from multiprocessing.spawn"
   local i
-  for ((i = 0; i < 100; i++)); do [[ -s $WORK/pid.titled ]] && break; /bin/sleep 0.05; done
+  for ((i = 0; i < 2400; i++)); do [[ -s $WORK/pid.titled ]] && break; /bin/sleep 0.05; done
   stub pgrep 'exit 1'
   run -0 stop_stale_processes /tmp/ray-a 6379 "$mine"
   assert_output_contains "stopped 4 process(es) that an earlier run left behind ($mine)"
@@ -102,7 +102,7 @@ wait_started() { # <name>...
   mine=$(run_marker_env "$(lock_slot ray /tmp/ray-a)")
   as_other_user env "$mine" bash -c 'exec -a "sglang::scheduler_TP0 --x=/tmp/ray-a/session_1" /bin/sleep 60' &
   local i
-  for ((i = 0; i < 100; i++)); do pgrep -u "$OTHER_USER" -f "^sglang::" >/dev/null && break; /bin/sleep 0.05; done
+  for ((i = 0; i < 2400; i++)); do pgrep -u "$OTHER_USER" -f "^sglang::" >/dev/null && break; /bin/sleep 0.05; done
   local theirs
   theirs=$(pgrep -u "$OTHER_USER" -f "^sglang::") || flunk "the other user's process did not start"
   rm -f "$STUB_DIR/pgrep"

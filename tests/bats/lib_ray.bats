@@ -49,10 +49,10 @@ sys.exit(subprocess.call(["bash", sys.argv[1]]))' "$1" 2>"$WORK/err" &
   SCRIPT_PID=$!
 }
 
-# wait_for_file FILE: up to 5 s.
+# wait_for_file FILE: up to 120 s (a ceiling only a hang reaches).
 wait_for_file() { # <file>
   local i
-  for ((i = 0; i < 100; i++)); do [[ -e $1 ]] && return 0; /bin/sleep 0.05; done
+  for ((i = 0; i < 2400; i++)); do [[ -e $1 ]] && return 0; /bin/sleep 0.05; done
   flunk "no $1"
 }
 
@@ -318,10 +318,10 @@ exit 0'
   wait_for_file "$WORK/polls"
   kill -KILL "$head"
   wait "$head" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do is_live "$watch" || break; /bin/sleep 0.1; done
+  for ((i = 0; i < 600; i++)); do is_live "$watch" || break; /bin/sleep 0.1; done
   if is_live "$watch"; then
     kill "$watch"
-    flunk "the node watch ($watch) outlived its script by 5 s"
+    flunk "the node watch ($watch) outlived its script by 60 s"
   fi
 }
 
