@@ -231,9 +231,11 @@ stop_evaluation() {
   stop_group "$pgid" "${TOOLKIT_EVAL_START:-}" "the evaluation"
 }
 
-# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# free_port [TAKEN...]: a TCP port on 127.0.0.1 that nothing holds right now, outside the
+# kernel's ephemeral range (SGLang binds it minutes later, after loading: an ephemeral port
+# could be handed to any process meanwhile) and Ray's worker ports, and not one of TAKEN.
+free_port() { # [taken port]...
+  python3 "$TOOLKIT_HELPER_DIR/sglang_helper.py" free-port "$@"
 }
 
 # eval_cleanup_on_signal SIGNAL: stop the evaluation, then exit 128+N (the EXIT trap stops the

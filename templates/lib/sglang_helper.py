@@ -9,6 +9,9 @@
     this user's) and then ``/health`` answers 200; 3 while nothing listens there or it is not
     healthy yet; 4 when another process holds the port (printed: its owner), and then nothing
     has been sent to it.
+``free-port [TAKEN...]``
+    a port on 127.0.0.1 that nothing holds, chosen outside the kernel's ephemeral range and
+    Ray's worker ports and not among TAKEN (ports this script already chose), printed.
 ``api-key FILE``
     a random API key for the SGLang servers: written into FILE (a private YAML that mktemp made,
     given to SGLang with --config) as ``api-key: KEY`` and printed once (never on argv).
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import os
 import pwd
+import random
 import secrets
+import socket
 import sys
 import urllib.parse
 import urllib.request
@@ -26,6 +31,53 @@ import urllib.request
 LISTEN = "0A"  # the LISTEN state in /proc/net/tcp
 #: local addresses in /proc/net/tcp{,6} (kernel hex) at which a connection to 127.0.0.1 arrives
 _REACHES_127_0_0_1 = {"0100007F", "00000000", "0" * 32, "0000000000000000FFFF00000100007F"}
+
+
+#: the kernel's ephemeral ports: what a bind to port 0 and an outgoing connection are given
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+#: Ray's worker ports (ray start's --min-worker-port/--max-worker-port defaults): never picked
+RAY_WORKER_PORTS = range(10002, 20000)
+#: ports below this are left to services (Ray's 6379 and 8265, the gateway's 9090, ...)
+LOWEST_PICKED_PORT = 20000
+PICK_TRIES = 64
+
+
+def ephemeral_ports(path: str = EPHEMERAL_RANGE_FILE) -> range:
+    """The kernel's ephemeral port range (Linux's default where it cannot be read)."""
+    try:
+        with open(path, encoding="ascii") as text:
+            low, high = (int(word) for word in text.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+def free_port(taken: frozenset[int] = frozenset(), ephemeral: range | None = None) -> int:
+    """A port on 127.0.0.1 that nothing holds now, outside the ephemeral range and Ray's worker
+    ports. SGLang binds its port only after loading the weights, minutes after the port is
+    picked and released: an ephemeral port can meanwhile be handed to any process that binds
+    port 0 or connects out (ready then finds it held, and the evaluation stops); a port outside
+    that range is taken only by a process that asks for it by number. Where the ephemeral
+    range leaves nothing (an administrator widened it to every port), the kernel's pick.
+
+    :param taken: ports already chosen for this script's other engines (not bound yet either).
+    """
+    ephemeral = ephemeral if ephemeral is not None else ephemeral_ports()
+    candidates = [
+        port
+        for port in range(LOWEST_PICKED_PORT, 65536)
+        if port not in ephemeral and port not in RAY_WORKER_PORTS and port not in taken
+    ]
+    for port in random.sample(candidates, min(PICK_TRIES, len(candidates))):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def healthy(url: str) -> bool:
@@ -119,6 +171,8 @@ def main(argv: list[str]) -> None:
         sys.exit(0 if healthy(argv[1]) else 1)
     elif argv[0] == "ready":
         sys.exit(ready(argv[1], int(argv[2])))
+    elif argv[0] == "free-port":
+        print(free_port(frozenset(int(port) for port in argv[1:])))
     elif argv[0] == "api-key":
         print(make_key(argv[1]))
     else:
