@@ -27,6 +27,7 @@ from pathlib import Path
 
 from agentcore_slime.gateway.engine import EngineClient
 from fakes.other_user_relay import Relay
+from fakes.ports import free_ports
 from fakes.shim_env import LIB, shim_env
 from other_user import OtherUser
 
@@ -57,12 +58,6 @@ sleep 600 &
 wait $!
 """
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _driver(tmp_path: Path, ports: tuple[int, int]) -> subprocess.Popen[bytes]:
     env = shim_env(tmp_path, PORT0=str(ports[0]), PORT1=str(ports[1]), TOOLKIT_SERVER_GRACE="2")
     return subprocess.Popen(
@@ -85,7 +80,7 @@ def _status(url: str, key: str) -> int:
 def test_an_engine_port_another_user_took_stops_the_evaluation_and_she_gets_nothing(
     tmp_path: Path, other_user: OtherUser
 ) -> None:
-    ports = (_free_port(), _free_port())
+    ports = tuple(free_ports(2))
     squatter = Relay(other_user, [ports[1]])
     try:
         driver = _driver(tmp_path, ports)
@@ -111,7 +106,7 @@ def test_an_engine_port_another_user_took_stops_the_evaluation_and_she_gets_noth
 
 
 def test_each_engine_has_its_own_key(tmp_path: Path) -> None:
-    ports = (_free_port(), _free_port())
+    ports = tuple(free_ports(2))
     driver = _driver(tmp_path, ports)
     try:
         deadline = time.monotonic() + 90

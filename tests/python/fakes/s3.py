@@ -23,13 +23,14 @@ Usage in a conftest::
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
 from typing import Any
+
+from fakes.ports import free_port
 
 REGION = "us-west-2"
 
@@ -62,9 +63,7 @@ class LocalS3:
         return self.url
 
     def _start_process(self, timeout: float = 30.0) -> str:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
         self._server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}"

@@ -5,8 +5,6 @@ Engine: the scripted SGLang server with scripted faults (503s, aborts) or no ser
 
 from __future__ import annotations
 
-import socket
-
 import httpx
 import openai
 import pytest
@@ -14,6 +12,7 @@ from agentcore_slime.addresses import is_loopback
 from agentcore_slime.gateway import Gateway, GatewayConfig
 from agentcore_slime.gateway.admin import AdminRoutes
 from aiohttp.test_utils import make_mocked_request
+from fakes.ports import free_port
 
 
 def _chat(base: str, body: object, **kw) -> httpx.Response:
@@ -123,9 +122,7 @@ def test_abort_is_502_and_nothing_recorded(make_stand) -> None:
 
 
 def test_start_fails_clearly_when_engine_is_down(model_dir) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens there once the socket closes
+    port = free_port()  # nothing listens there (and no bind to port 0 is handed it)
     gw = Gateway(
         GatewayConfig(
             str(model_dir), host="127.0.0.1", port=0, engine_health_attempts=1

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from agentcore_slime.gateway import GatewayConfig, GatewayProcessDied
 from agentcore_slime.gateway.pool import GatewayPool
 from agentcore_slime.settings.config import gateway_pool_size as pool_size
+from fakes.ports import free_port_run
 from fakes.sglang_server import FakeSGLang, text_policy
 from gateway_helpers import admin_client
 
@@ -53,9 +53,7 @@ def _call(base_url: str, text: str) -> httpx.Response:
 def test_sessions_spread_over_the_children_and_each_call_is_traced_on_its_own(
     start: Callable[..., GatewayPool], engine: FakeSGLang
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port_run(2)
     pool = start(2, port=port)  # child i listens on GATEWAY_PORT + i
     assert pool.urls == [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
     bases = {f"s{i}": pool.create_session(f"s{i}") for i in range(8)}

@@ -28,6 +28,7 @@ import pytest
 from agentcore_slime.errors import ConfigError
 from agentcore_slime.gateway import Gateway, GatewayConfig, GatewayProcess, GatewayProcessDied
 from agentcore_slime.gateway.child import how_it_died, ready_or_raise
+from fakes.ports import free_port
 from fakes.sglang_server import FakeSGLang, fake_logprob, text_policy
 from fakes.waiting import stop_process, until
 from gateway_helpers import ADD_TOOL, Script, admin_client, tool_call_text
@@ -63,12 +64,6 @@ def _chat(base_url: str, messages: list[dict[str, Any]], **kwargs: Any) -> dict[
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=20)
     reply = client.chat.completions.create(model="default", messages=messages, **kwargs)  # type: ignore[arg-type]
     return reply.choices[0].message.model_dump(exclude_none=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _gone(pid: int) -> bool:
@@ -209,7 +204,7 @@ def test_start_up_errors_have_the_type_and_message_of_gateway_start(
         (GatewayConfig(str(tmp_path / "missing"), host="127.0.0.1", port=0), "http://127.0.0.1:9"),
         (
             GatewayConfig(str(model_dir), host="127.0.0.1", port=0, engine_health_attempts=1),
-            f"http://127.0.0.1:{_free_port()}",
+            f"http://127.0.0.1:{free_port()}",
         ),
     ]
     messages: list[tuple[type[Exception], str]] = []
@@ -251,7 +246,7 @@ def test_a_killed_child_fails_its_sessions_clearly_and_restarts(
     tokenizer: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     with FakeSGLang(text_policy(tokenizer, lambda prompt: "ok"), tokenizer=tokenizer, delay=0.5) as fake:
         gateway = start(fake.url, port=port)
         first_pid, first_url = gateway.pid, gateway.url

@@ -11,7 +11,6 @@ from PyPI (what tests/requirements.txt installs), not a stand-in.
 from __future__ import annotations
 
 import base64
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from agentcore_slime.gateway import Gateway, GatewayConfig, trace_wire
 from agentcore_slime.gateway.engine import EngineError
 from agentcore_slime.gateway.routing import NO_ROWS
+from fakes.ports import free_port
 from fakes.sglang_server import FakeSGLang, MoeShape, routed_rows, text_policy
 from gateway_helpers import Script
 
@@ -166,12 +166,6 @@ def test_rows_cross_the_process_boundary_bit_for_bit(moe_stand) -> None:
     assert session.store.nbytes >= sum(len(c.routed or b"") for c in stored)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class _AlwaysRows(FakeSGLang):
     """Answers with every position's rows whatever the request says (to see what a router
     does with a large answer: 48 layers x top-8, a Qwen3-30B-A3B-shaped model); with
@@ -191,7 +185,7 @@ def test_the_pypi_sglang_router_032_drops_the_routing_fields(model_dir, tokenize
     the router (install_slime.sh pins it) is what a run must use; docs/rollout.md."""
     shape = MoeShape(layers=48, topk=8, experts=128)
     engine = _AlwaysRows(text_policy(tokenizer, lambda prompt: "ok"), routed_experts=shape)
-    port = _free_port()
+    port = free_port()
     with engine:
         router = subprocess.Popen(
             [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),

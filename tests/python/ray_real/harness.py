@@ -13,7 +13,6 @@ import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fakes.ports import free_ports
 from fakes.stack_node import write_node
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,18 +32,6 @@ VENV_BIN = Path(sys.executable).parent
 #: never a bound on how fast a run is (a real Ray beside other CPU-bound work takes minutes where
 #: it takes seconds alone); pytest's per-test timeout is the ceiling of a whole test
 HANG_S = 420.0
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports that nothing listens on right now."""
-    socks = [socket.socket() for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind(("", 0))
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def _state(pid: int) -> str:

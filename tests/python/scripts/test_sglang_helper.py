@@ -10,37 +10,19 @@ no outgoing connection is ever given a port.
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
+from fakes.ports import bindable, sglang_helper
 from fakes.shim_env import LIB
-
-
-def _helper() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sglang_helper", LIB / "sglang_helper.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def test_the_pick_is_outside_the_ephemeral_range_and_rays_worker_ports() -> None:
     """As eval.sh runs it: 20 picks, each free, none where the kernel hands out ports (which is
     where its own pick for port 0 always lies)."""
-    helper = _helper()
+    helper = sglang_helper()
     ephemeral = helper.ephemeral_ports()
     with socket.socket() as kernels:
         kernels.bind(("127.0.0.1", 0))
@@ -52,14 +34,14 @@ def test_the_pick_is_outside_the_ephemeral_range_and_rays_worker_ports() -> None
         )
         port = int(out.stdout)
         assert port >= 20000 and port not in ephemeral and port not in range(10002, 20000)
-        assert _bindable(port)
+        assert bindable(port)
 
 
 def test_a_held_port_and_the_ports_already_chosen_are_passed_over() -> None:
     """Only two ports left to choose from, one held by a listener: the other is picked; with it
     among the ports already chosen for another engine, the kernel's pick."""
-    helper = _helper()
-    free = [port for port in range(65535, 60000, -1) if _bindable(port)][:2]
+    helper = sglang_helper()
+    free = [port for port in range(65535, 60000, -1) if bindable(port)][:2]
     held_port, left = free
     others = frozenset(range(60000, 65536)) - {held_port, left}
     with socket.socket() as held:
@@ -74,7 +56,7 @@ def test_a_held_port_and_the_ports_already_chosen_are_passed_over() -> None:
 def test_an_ephemeral_range_of_every_port_leaves_the_kernels_pick(tmp_path: Path) -> None:
     """An administrator who widened the ephemeral range to every port: nothing is outside it,
     so the kernel picks (as before); a range file that cannot be read reads as Linux's default."""
-    helper = _helper()
+    helper = sglang_helper()
     wide = tmp_path / "ip_local_port_range"
     wide.write_text("1024\t65535\n")
     assert helper.ephemeral_ports(str(wide)) == range(1024, 65536)
