@@ -361,7 +361,7 @@ SCRIPT
   # a listener of this user that eval.sh did not start, on the engine's fixed port: not the
   # engine (its socket is in no descriptor table of the engine's process group)
   local port holder
-  port=$("$TEST_PYTHON_DIR/python3" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$("$TEST_PYTHON_DIR/python3" "$LIB_DIR/sglang_helper.py" free-port) # outside the ephemeral range
   "$TEST_PYTHON_DIR/python3" -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("up", flush=True); time.sleep(120)' "$port" >"$BATS_TEST_TMPDIR/holder.out" &
   holder=$!

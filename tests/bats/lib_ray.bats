@@ -433,7 +433,7 @@ train.sh: the head's run ended: this node leaves the cluster"
 
 @test "a port another process listens on is an error naming the port and its env-file key" {
   local port
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+  port=$(python3 "$LIB_DIR/sglang_helper.py" free-port) # outside the ephemeral range: nobody is handed it
   python3 -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); open(sys.argv[2], "w").close(); time.sleep(30)' \
     "$port" "$WORK/listening" &
