@@ -51,7 +51,10 @@ def relay(open_target: Any) -> Any:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, target_writer), _pipe(target_reader, writer))
+        try:
+            await asyncio.gather(_pipe(reader, target_writer), _pipe(target_reader, writer))
+        except asyncio.CancelledError:  # the relay stops: both pipes closed their writers
+            pass  # ended, not cancelled (3.11's stream callback raises on a cancelled handler)
 
     return handle
 
@@ -122,11 +125,25 @@ class NetnsAgent:
             # (--kill-child): both are this fixture's own processes, signalled by pid
             self._process.kill()
             self._process.wait(timeout=10)
-        for server in self._servers:
-            server.close()
+        if self._thread.is_alive():
+            self._call(self._close_relays())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+    async def _close_relays(self) -> None:
+        """Stop listening and end every relayed connection, each socket closed on the loop.
+        (Closing the servers alone left the connections' tasks to a stopped loop: their sockets
+        and writers were collected later, in whichever test ran next, as ResourceWarnings.)"""
+        for server in self._servers:
+            server.close()
+        current = asyncio.current_task()
+        relays = [task for task in asyncio.all_tasks() if task is not current]
+        for task in relays:
+            task.cancel()
+        await asyncio.gather(*relays, return_exceptions=True)
+        for _ in range(3):  # a closed transport lets go of its socket on the loop's next turn
+            await asyncio.sleep(0)
 
     def __enter__(self) -> Self:
         self.start()
