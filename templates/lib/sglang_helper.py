@@ -35,9 +35,8 @@ _REACHES_127_0_0_1 = {"0100007F", "00000000", "0" * 32, "0000000000000000FFFF000
 
 #: the kernel's ephemeral ports: what a bind to port 0 and an outgoing connection are given
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
-#: Ray's worker ports (ray start's --min-worker-port/--max-worker-port defaults): never picked
-RAY_WORKER_PORTS = range(10002, 20000)
-#: ports below this are left to services (Ray's 6379 and 8265, the gateway's 9090, ...)
+#: ports below this are left to services (Ray's 6379 and 8265, the gateway's 9090, ...) and to
+#: Ray's worker ports, 10002-19999 (ray start's defaults; RAY_WORKER_PORTS in settings/validate.py)
 LOWEST_PICKED_PORT = 20000
 PICK_TRIES = 64
 
@@ -50,6 +49,16 @@ def ephemeral_ports(path: str = EPHEMERAL_RANGE_FILE) -> range:
     except (OSError, ValueError):
         low, high = 32768, 60999
     return range(low, high + 1)
+
+
+def bindable(port: int) -> bool:
+    """Whether a socket can bind 127.0.0.1:``port`` now."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def free_port(taken: frozenset[int] = frozenset(), ephemeral: range | None = None) -> int:
@@ -66,14 +75,10 @@ def free_port(taken: frozenset[int] = frozenset(), ephemeral: range | None = Non
     candidates = [
         port
         for port in range(LOWEST_PICKED_PORT, 65536)
-        if port not in ephemeral and port not in RAY_WORKER_PORTS and port not in taken
+        if port not in ephemeral and port not in taken
     ]
     for port in random.sample(candidates, min(PICK_TRIES, len(candidates))):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        if bindable(port):
             return port
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 from agentcore_slime.gateway.engine import ENGINE_KEY_ENV, EngineClient
-from fakes.shim_env import LIB, shim_env
+from fakes.ports import LIB
+from fakes.shim_env import shim_env
 from other_user import OtherUser
 
 #: eval.sh's steps, from the library; the test reads the key from a 0600 file the driver

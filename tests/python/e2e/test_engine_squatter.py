@@ -27,8 +27,8 @@ from pathlib import Path
 
 from agentcore_slime.gateway.engine import EngineClient
 from fakes.other_user_relay import Relay
-from fakes.ports import free_ports
-from fakes.shim_env import LIB, shim_env
+from fakes.ports import LIB, free_ports
+from fakes.shim_env import shim_env
 from other_user import OtherUser
 
 #: eval.sh's engine steps for two engines on PORT0 and PORT1; the keys go to a 0600 file of

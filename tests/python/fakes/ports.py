@@ -11,7 +11,6 @@ outside that range, where only a process asking for the port by number gets it.
 from __future__ import annotations
 
 import importlib.util
-import socket
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -58,10 +57,5 @@ def free_port_run(count: int) -> int:
 
 
 def bindable(port: int) -> bool:
-    """Whether a socket can bind 127.0.0.1:``port`` now."""
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+    """Whether a socket can bind 127.0.0.1:``port`` now (the helper's own probe)."""
+    return bool(sglang_helper().bindable(port))

@@ -13,7 +13,6 @@ from agentcore_slime.gateway.engine import ENGINE_KEY_ENV
 
 from fakes.renders import REPO
 
-LIB = REPO / "templates" / "lib"
 SHIM = REPO / "tests" / "python" / "fakes" / "sglang_shim"
 
 

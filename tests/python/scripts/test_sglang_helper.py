@@ -15,8 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fakes.ports import bindable, sglang_helper
-from fakes.shim_env import LIB
+from fakes.ports import LIB, bindable, sglang_helper
 
 
 def test_the_pick_is_outside_the_ephemeral_range_and_rays_worker_ports() -> None:
